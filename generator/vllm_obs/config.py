@@ -1,0 +1,380 @@
+"""Every knob of a bundle, with its default and its documentation, in one place.
+
+A user overrides knobs with a YAML file (`vllm-obs generate --config FILE`) shaped like
+the output of `vllm-obs default-config`. Unknown keys and wrongly typed values are
+errors that name the key, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import BundleError
+
+_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+
+
+def knob(default: Any, doc: str) -> Any:
+    """A config field: its default and the one-line documentation shown in the defaults file."""
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: _copy(default), metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
+def _copy(value: Any) -> Any:
+    return yaml.safe_load(yaml.safe_dump(value))
+
+
+@dataclass(frozen=True)
+class LogExporterTarget:
+    target: str = knob("vllm-log-exporter:9400", "host:port of one vllm-log-exporter")
+    vllm_instance: str = knob(
+        "vllm:8000",
+        "the instance label of the vLLM server whose logs it reads; its series get this "
+        "instance, so log-based alerts line up (and inhibit) with that server's other alerts",
+    )
+
+
+@dataclass(frozen=True)
+class PrometheusSection:
+    vllm_job: str = knob("vllm", "job label of the vLLM API servers")
+    vllm_targets: list[str] = knob(["vllm:8000"], "host:port of every vLLM API server to scrape")
+    extra_selector: str = knob(
+        "",
+        'extra label matchers added to every vLLM query, e.g. namespace="llm" '
+        "(pasted inside {} after the job matcher)",
+    )
+    log_exporter_job: str = knob("vllm-log-exporter", "job label of the log exporters")
+    log_exporters: list[LogExporterTarget] = knob(
+        [{"target": "vllm-log-exporter:9400", "vllm_instance": "vllm:8000"}],
+        "log exporters to scrape, each with the vLLM instance it watches",
+    )
+    alertmanagers: list[str] = knob(["alertmanager:9093"], "host:port of the Alertmanagers")
+    scrape_interval: str = knob("15s", "how often Prometheus scrapes vLLM and the exporters")
+    scrape_timeout: str = knob("10s", "scrape timeout; must not exceed scrape_interval")
+    evaluation_interval: str = knob("15s", "how often Prometheus evaluates the rules")
+    metrics_path: str = knob("/metrics", "path of vLLM's metrics endpoint")
+    scheme: str = knob("http", "http or https, for the vLLM targets")
+    bearer_token_file: str = knob(
+        "", "file Prometheus reads a bearer token from for the vLLM targets (empty: none)"
+    )
+    tls_insecure_skip_verify: bool = knob(False, "skip TLS certificate checks for the vLLM targets")
+    external_labels: dict[str, str] = knob({}, "labels Prometheus adds to every alert it sends")
+
+
+@dataclass(frozen=True)
+class AlertsSection:
+    rate_window: str = knob("5m", "window of the rates and quantiles that alerts and panels use")
+    ttft_p95_warning_seconds: float = knob(2.0, "p95 time to first token above this warns")
+    ttft_p95_critical_seconds: float = knob(5.0, "p95 time to first token above this pages")
+    ttft_for: str = knob("3m", "how long the TTFT condition must hold")
+    itl_p95_warning_seconds: float = knob(0.2, "p95 inter-token latency above this warns")
+    itl_p95_critical_seconds: float = knob(0.5, "p95 inter-token latency above this pages")
+    itl_for: str = knob("5m", "how long the inter-token latency condition must hold")
+    min_request_rate: float = knob(
+        0.01,
+        "requests/s a replica must finish before latency and error-ratio alerts judge it, "
+        "so one slow request on an idle replica does not alert",
+    )
+    queue_waiting_threshold: float = knob(20, "requests waiting above this (per replica and model) warns")
+    queue_for: str = knob("5m", "how long the queue must stay above the threshold")
+    throttled_kv_usage_below: float = knob(
+        0.5, "VllmSchedulerThrottled: the queue grows while KV-cache usage stays below this"
+    )
+    throttled_window: str = knob("10m", "VllmSchedulerThrottled: window over which the queue grows")
+    throttled_for: str = knob("10m", "VllmSchedulerThrottled: how long it must hold")
+    kv_usage_threshold: float = knob(0.90, "KV-cache usage (0-1) above this warns")
+    kv_usage_for: str = knob("1m", "how long KV-cache usage must stay above the threshold")
+    kv_predict_window: str = knob("15m", "VllmKVCacheFillingUp: history used for the linear prediction")
+    kv_predict_horizon: str = knob("15m", "VllmKVCacheFillingUp: warn when full within this time")
+    kv_predict_floor: float = knob(
+        0.75, "VllmKVCacheFillingUp: only predict when usage is already above this"
+    )
+    kv_predict_for: str = knob("5m", "VllmKVCacheFillingUp: how long the prediction must hold")
+    preemptions_per_request: float = knob(
+        0.05, "preemptions per finished request above this warns (normalised by traffic)"
+    )
+    preemptions_for: str = knob("10m", "how long the preemption ratio must stay high")
+    error_ratio_warning: float = knob(0.05, "share of requests failing above this warns")
+    error_ratio_critical: float = knob(0.25, "share of requests failing above this pages")
+    errors_for: str = knob("5m", "how long the error ratio must stay high")
+    stall_window: str = knob(
+        "5m", "VllmEngineStalled: requests are in flight yet no token came out for this long"
+    )
+    stall_for: str = knob("2m", "VllmEngineStalled: how long the stall must hold after the window")
+    target_down_for: str = knob("2m", "how long a vLLM target must be down before paging")
+    metrics_absent_for: str = knob("10m", "how long vLLM series may be missing before alerting")
+    log_event_window: str = knob(
+        "10m", "log-exporter events (OOM, dead engine, failed start) stay firing this long"
+    )
+    log_exporter_down_for: str = knob("5m", "how long a log exporter may be down before warning")
+
+
+@dataclass(frozen=True)
+class SloSection:
+    ttft_threshold_seconds: float = knob(
+        2.5, "a request meets the TTFT SLO when its first token came within this; must be a bucket bound"
+    )
+    ttft_objective: float = knob(0.99, "share of requests that must meet the TTFT threshold")
+    itl_threshold_seconds: float = knob(
+        0.2, "an output token meets the TPOT SLO when it came within this of the previous one; a bucket bound"
+    )
+    itl_objective: float = knob(0.99, "share of output tokens that must meet the TPOT threshold")
+
+
+@dataclass(frozen=True)
+class Receiver:
+    type: str = knob("none", "pagerduty | opsgenie | slack | webhook | email | none")
+    secret_file: str = knob(
+        "",
+        "file holding the routing key / API key / webhook URL, mounted into Alertmanager "
+        "(never written into the generated file)",
+    )
+    channel: str = knob("", "Slack channel, e.g. #vllm-alerts")
+    to: str = knob("", "email address, for type email")
+    send_resolved: bool = knob(True, "also notify when the alert resolves")
+
+
+@dataclass(frozen=True)
+class TeamRoute:
+    matchers: list[str] = knob([], 'Alertmanager matchers, e.g. [team="search"] or [model_name=~"llama.*"]')
+    critical: Receiver = knob({}, "this team's pager")
+    warning: Receiver = knob({}, "this team's chat")
+
+
+@dataclass(frozen=True)
+class AlertmanagerSection:
+    critical: Receiver = knob(
+        {"type": "pagerduty", "secret_file": "/etc/alertmanager/secrets/pagerduty-routing-key"},
+        "receiver for severity=critical (a pager)",
+    )
+    warning: Receiver = knob(
+        {
+            "type": "slack",
+            "secret_file": "/etc/alertmanager/secrets/slack-webhook-url",
+            "channel": "#vllm-alerts",
+        },
+        "receiver for severity=warning (chat)",
+    )
+    info: Receiver = knob({"type": "none"}, "receiver for severity=info (a ticket queue, or nothing)")
+    watchdog: Receiver = knob(
+        {"type": "webhook", "secret_file": "/etc/alertmanager/secrets/deadmansswitch-url"},
+        "receiver of the always-firing Watchdog alert: a dead man's switch heartbeat, never a pager",
+    )
+    teams: list[TeamRoute] = knob(
+        [], "extra routes tried before the severity routes, e.g. per team or per model"
+    )
+    group_by: list[str] = knob(
+        ["alertname", "job", "instance", "model_name"], "labels that make one notification group"
+    )
+    group_wait: str = knob("30s", "wait before the first notification of a new group")
+    group_interval: str = knob("5m", "wait before notifying about new alerts in a group")
+    repeat_interval: str = knob("4h", "re-send a still-firing alert this often")
+    watchdog_repeat_interval: str = knob(
+        "1m", "how often the Watchdog heartbeat is re-sent; the switch expects it"
+    )
+
+
+@dataclass(frozen=True)
+class DashboardsSection:
+    uid_prefix: str = knob("vllm-obs", "prefix of every dashboard uid (uids must be unique in Grafana)")
+    title_prefix: str = knob("vLLM", "prefix of every dashboard title")
+    folder: str = knob("vLLM", "Grafana folder the provisioning puts the dashboards in")
+    refresh: str = knob("30s", "dashboard auto-refresh")
+    time_from: str = knob("now-1h", "default time range start")
+    datasource_name: str = knob("Prometheus", "name of the provisioned Prometheus datasource")
+
+
+@dataclass(frozen=True)
+class LinksSection:
+    grafana_url: str = knob(
+        "http://localhost:3000", "Grafana base URL, for the dashboard links in alert annotations"
+    )
+    runbook_url: str = knob(
+        "alerts/runbooks.md",
+        "where alerts/runbooks.md is published (e.g. your repository's URL to it); "
+        "each alert links to its own section",
+    )
+
+
+@dataclass(frozen=True)
+class BundleConfig:
+    prometheus: PrometheusSection = knob({}, "scrape targets and Prometheus settings")
+    alerts: AlertsSection = knob({}, "alert thresholds and durations")
+    slo: SloSection = knob({}, "service-level objectives for the burn-rate alerts")
+    alertmanager: AlertmanagerSection = knob({}, "on-call routing")
+    dashboards: DashboardsSection = knob({}, "Grafana dashboards")
+    links: LinksSection = knob({}, "URLs put into alert annotations")
+
+    @property
+    def vllm_selector(self) -> str:
+        """Matchers for every vLLM series query."""
+        parts = [f'job="{self.prometheus.vllm_job}"']
+        if self.prometheus.extra_selector.strip():
+            parts.append(self.prometheus.extra_selector.strip())
+        return ", ".join(parts)
+
+    @property
+    def exporter_selector(self) -> str:
+        return f'job="{self.prometheus.log_exporter_job}"'
+
+
+# -- loading ------------------------------------------------------------------------
+
+
+def load_config(path: str | Path | None) -> BundleConfig:
+    if path is None:
+        return build(BundleConfig, {}, "")
+    path = Path(path)
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise BundleError(f"cannot read the config file {path}: {exc.strerror}; check the path.") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise BundleError(f"the config file {path} is not valid YAML{where}; fix the syntax there.") from None
+    if not isinstance(data, dict):
+        raise BundleError(f"the config file {path} must be a YAML mapping of sections; see `vllm-obs default-config`.")
+    return build(BundleConfig, data, "", source=str(path))
+
+
+def build(cls: type, data: Any, prefix: str, source: str = "the config") -> Any:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise BundleError(f"{prefix or 'the config'} in {source} must be a mapping; see `vllm-obs default-config`.")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+        raise BundleError(
+            f"unknown config key '{key}' in {source}; valid keys here are: {', '.join(fields)}."
+        )
+    values = {}
+    for name, f in fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        if name in data:
+            raw = data[name]
+        elif f.default is not dataclasses.MISSING:
+            raw = f.default
+        else:
+            raw = f.default_factory()  # type: ignore[misc]
+        values[name] = _coerce(hints[name], raw, key, source)
+    obj = cls(**values)
+    _validate(obj, prefix, source)
+    return obj
+
+
+def _coerce(hint: Any, raw: Any, key: str, source: str) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return build(hint, raw, key, source)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if not isinstance(raw, list):
+            raise BundleError(f"config key '{key}' in {source} must be a list.")
+        return [_coerce(item, v, f"{key}[{i}]", source) for i, v in enumerate(raw)]
+    if origin is dict:
+        if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+            raise BundleError(f"config key '{key}' in {source} must be a mapping of strings to strings.")
+        return dict(raw)
+    if hint is bool:
+        if not isinstance(raw, bool):
+            raise BundleError(f"config key '{key}' in {source} must be true or false.")
+        return raw
+    if hint is float:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise BundleError(f"config key '{key}' in {source} must be a number.")
+        return float(raw)
+    if hint is str:
+        if not isinstance(raw, str):
+            raise BundleError(f"config key '{key}' in {source} must be a string (quote it).")
+        return raw
+    raise TypeError(f"unsupported config type {hint} for {key}")
+
+
+def _validate(obj: Any, prefix: str, source: str) -> None:
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        is_duration = f.name.endswith(("_for", "_window", "_interval", "_timeout", "_horizon")) or f.name in (
+            "group_wait",
+            "rate_window",
+        )
+        if is_duration and isinstance(value, str) and not _DURATION.match(value):
+            raise BundleError(f"config key '{key}' in {source} must be a Prometheus duration like 5m, got '{value}'.")
+        if isinstance(value, float) and value < 0:
+            raise BundleError(f"config key '{key}' in {source} must not be negative.")
+        if (f.name.endswith("_objective") or f.name.startswith(("kv_", "throttled_kv"))) and isinstance(
+            value, float
+        ) and not 0 < value < (1.0 if f.name.endswith("_objective") else 1.0 + 1e-9):
+            raise BundleError(f"config key '{key}' in {source} must be a fraction between 0 and 1.")
+    if isinstance(obj, Receiver):
+        kinds = ("pagerduty", "opsgenie", "slack", "webhook", "email", "none")
+        if obj.type not in kinds:
+            raise BundleError(f"config key '{prefix}.type' in {source} must be one of {', '.join(kinds)}.")
+        if obj.type in ("pagerduty", "opsgenie", "slack", "webhook") and not obj.secret_file:
+            raise BundleError(
+                f"config key '{prefix}.secret_file' in {source} is required for a {obj.type} receiver: "
+                "name the mounted file that holds its key or URL."
+            )
+        if obj.type == "email" and not obj.to:
+            raise BundleError(f"config key '{prefix}.to' in {source} is required for an email receiver.")
+    if isinstance(obj, PrometheusSection) and obj.scheme not in ("http", "https"):
+        raise BundleError(f"config key '{prefix}.scheme' in {source} must be http or https.")
+
+
+# -- the documented defaults file ----------------------------------------------------
+
+
+def default_config_text() -> str:
+    """The defaults as a commented YAML file: the reference for every knob."""
+    lines = [
+        "# vllm-obs configuration: every knob with its default.",
+        "# Generated by `vllm-obs default-config`. Copy it, keep what you change, and pass it",
+        "# with `vllm-obs generate --config FILE`; keys you leave out keep these defaults.",
+        "",
+    ]
+    _render(BundleConfig, build(BundleConfig, {}, ""), 0, lines)
+    return "\n".join(lines) + "\n"
+
+
+def _render(cls: type, value: Any, indent: int, lines: list[str]) -> None:
+    pad = "  " * indent
+    for f in dataclasses.fields(cls):
+        current = getattr(value, f.name)
+        lines.append(f"{pad}# {f.metadata['doc']}")
+        if dataclasses.is_dataclass(current):
+            lines.append(f"{pad}{f.name}:")
+            _render(type(current), current, indent + 1, lines)
+        else:
+            plain = _plain(current)
+            if isinstance(plain, list) and plain and isinstance(plain[0], dict):
+                lines.append(f"{pad}{f.name}:")
+                block = yaml.safe_dump(plain, default_flow_style=False, sort_keys=False, width=200)
+                lines.extend(pad + line for line in block.rstrip("\n").split("\n"))
+            else:
+                scalar = yaml.safe_dump(plain, default_flow_style=True, width=200)
+                scalar = scalar.rstrip("\n").removesuffix("\n...").strip()
+                lines.append(f"{pad}{f.name}: {scalar}")
+        if indent == 0:
+            lines.append("")
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

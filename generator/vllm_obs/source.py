@@ -1,0 +1,258 @@
+"""What a metrics source exposes: the series, their types, labels and histogram bounds.
+
+A source is built either from a Prometheus text exposition (a live /metrics or a saved
+file) or from the catalog entry of a release. Everything downstream works from a
+`MetricSource`, so a bundle built from a live server and one built from the catalog go
+through the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from .catalog import Catalog, ReleaseInfo
+from .errors import BundleError
+
+# Families that matter to the bundle. python_* and process_* are left out on purpose:
+# they vanish in multiprocess mode, so nothing may depend on them.
+_INTERESTING_PREFIXES = ("vllm:", "http_requests_total")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # as PromQL names it: counters with _total, histograms by base name
+    type: str  # counter | gauge | histogram
+    labels: frozenset[str]  # without le
+    buckets: tuple[float, ...] | None  # finite upper bounds, histograms only
+    label_values: dict[str, frozenset[str]]
+
+
+@dataclass(frozen=True)
+class EngineGuess:
+    engine: str
+    releases: tuple[ReleaseInfo, ...]  # catalog releases consistent with what was seen
+
+    def describe(self) -> str:
+        if not self.releases:
+            return f"engine {self.engine}, a release newer than the catalog"
+        first, last = self.releases[0].text, self.releases[-1].text
+        span = first if first == last else f"{first} to {last}"
+        return f"engine {self.engine}, looks like vLLM {span}"
+
+
+@dataclass(frozen=True)
+class MetricSource:
+    origin: str  # for messages and the generated files' headers
+    families: dict[str, Family]
+    engine: str
+    summary: str  # one line: what the source is and what it looks like
+
+    def has(self, name: str) -> bool:
+        return name in self.families
+
+
+def from_catalog(
+    catalog: Catalog, release: ReleaseInfo, engine: str | None = None
+) -> MetricSource:
+    engine = engine or release.engines[0]
+    if engine not in release.engines:
+        raise BundleError(
+            f"vLLM {release.text} has no {engine} engine (it runs {', '.join(release.engines)}); "
+            "drop --engine or pick one of those."
+        )
+    specs = catalog.families(release.version, engine)
+    families = {
+        name: Family(
+            name=name,
+            type=spec.type,
+            labels=frozenset(label for label in spec.labels if label != "*"),
+            buckets=spec.buckets,
+            label_values={k: frozenset(v) for k, v in spec.label_values.items()},
+        )
+        for name, spec in specs.items()
+    }
+    origin = f"the embedded catalog for vLLM {release.text} ({engine} engine)"
+    return MetricSource(origin=origin, families=families, engine=engine, summary=origin)
+
+
+def from_exposition(text: str, origin: str, catalog: Catalog) -> MetricSource:
+    """Parse a text exposition with prometheus_client's parser and check it is whole."""
+    if not text.strip():
+        raise BundleError(
+            f"{origin} is empty; check that it is the vLLM /metrics page and that the server "
+            "finished starting."
+        )
+    head = text.lstrip()[:200].lower()
+    if head.startswith("<") or "<html" in head:
+        raise BundleError(
+            f"{origin} is an HTML page, not a Prometheus exposition; point at vLLM's /metrics "
+            "path itself, not a proxy's login or error page."
+        )
+    if not text.endswith("\n"):
+        raise BundleError(
+            f"{origin} ends in the middle of a line, so the exposition is truncated; "
+            "save or fetch it again in full."
+        )
+    try:
+        parsed = list(text_string_to_metric_families(text))
+    except (ValueError, IndexError, KeyError, TypeError) as exc:
+        raise BundleError(
+            f"{origin} is not valid Prometheus text format ({_first_line(exc)}); save or fetch "
+            "the vLLM /metrics page again unmodified."
+        ) from None
+
+    families, declared_only = _families(parsed, origin)
+    if not any(name.startswith("vllm:") for name in families):
+        hint = ""
+        if any(f.name.startswith(("ray_vllm", "vllm_")) for f in parsed):
+            hint = " (it has Ray-renamed vllm_ series; scrape the vLLM API server itself)"
+        raise BundleError(
+            f"{origin} has no vllm: series{hint}; point at a vLLM server's /metrics after it "
+            "has started."
+        )
+    guess = guess_engine(families, catalog)
+    families.update(_populated_later(declared_only, guess, catalog))
+    summary = f"{origin} ({guess.describe()})"
+    return MetricSource(origin=origin, families=families, engine=guess.engine, summary=summary)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    detail = text[0] if text else type(exc).__name__
+    return detail[:120]
+
+
+def _query_name(metric) -> str:
+    # The parser strips _total from counter family names; queries need it back.
+    return metric.name + "_total" if metric.type == "counter" else metric.name
+
+
+def _families(parsed: list, origin: str) -> tuple[dict[str, Family], set[str]]:
+    """The interesting families with samples, and those declared without any yet."""
+    families: dict[str, Family] = {}
+    declared_only: set[str] = set()
+    for metric in parsed:
+        name = _query_name(metric)
+        if not name.startswith(_INTERESTING_PREFIXES) or name.endswith("_created"):
+            continue
+        if not metric.samples:
+            declared_only.add(name)
+            continue
+        labels: set[str] = set()
+        values: dict[str, set[str]] = defaultdict(set)
+        for sample in metric.samples:
+            for key, value in sample.labels.items():
+                if key != "le":
+                    labels.add(key)
+                    values[key].add(value)
+        buckets = None
+        if metric.type == "histogram":
+            buckets = _histogram_bounds(metric, origin)
+        families[name] = Family(
+            name=name,
+            type=metric.type if metric.type in ("counter", "gauge", "histogram") else "gauge",
+            labels=frozenset(labels),
+            buckets=buckets,
+            label_values={k: frozenset(v) for k, v in values.items()},
+        )
+    return families, declared_only
+
+
+def _populated_later(
+    declared_only: set[str], guess: EngineGuess, catalog: Catalog
+) -> dict[str, Family]:
+    """Declared-but-empty families that the server fills in as soon as traffic arrives.
+
+    http_requests_total, for one, has no sample until the first API request. A family
+    counts only when the catalog says this engine always exposes it: V0 also declares
+    speculative-decoding series it never fills unless that feature is on.
+    """
+    out = {}
+    for release in reversed(guess.releases or catalog.releases):
+        specs = catalog.families(release.version, guess.engine)
+        for name in declared_only & specs.keys():
+            spec = specs[name]
+            out.setdefault(
+                name,
+                Family(
+                    name=name,
+                    type=spec.type,
+                    labels=frozenset(label for label in spec.labels if label != "*"),
+                    buckets=spec.buckets,
+                    label_values={k: frozenset(v) for k, v in spec.label_values.items()},
+                ),
+            )
+    return out
+
+
+def _histogram_bounds(metric, origin: str) -> tuple[float, ...]:
+    """Finite bucket bounds, after checking every child histogram is complete.
+
+    A text exposition has no end marker, so a file cut at a line boundary still parses;
+    a histogram missing its +Inf bucket, _sum or _count is how such a cut shows.
+    """
+    children: dict[tuple, dict[str, object]] = defaultdict(lambda: {"le": set()})
+    for sample in metric.samples:
+        key = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "le"))
+        suffix = sample.name[len(metric.name) :]
+        if suffix == "_bucket":
+            children[key]["le"].add(float(sample.labels["le"]))  # type: ignore[union-attr]
+        elif suffix in ("_sum", "_count"):
+            children[key][suffix] = True
+    bounds: set[float] = set()
+    for child in children.values():
+        le = child["le"]
+        if math.inf not in le or "_sum" not in child or "_count" not in child:  # type: ignore[operator]
+            raise BundleError(
+                f"{origin} has an incomplete histogram {metric.name} (no +Inf bucket, _sum or "
+                "_count), so the exposition is truncated; save or fetch it again in full."
+            )
+        bounds |= {b for b in le if math.isfinite(b)}  # type: ignore[union-attr]
+    return tuple(sorted(bounds))
+
+
+def guess_engine(families: dict[str, Family], catalog: Catalog) -> EngineGuess:
+    """Tell the engine family (and a release range) from the series present.
+
+    For every release and engine in the catalog, count the observed known series the
+    catalog says it cannot expose, and the always-present series it should expose but
+    that are missing. The engine of the best-scoring entries wins; the release string a
+    server reports is never used, because the engine family, not the version, decides
+    the names (0.8-0.10 can run either engine).
+    """
+    observed = {n for n in families if n.startswith("vllm:") or n == "http_requests_total"}
+    has_engine_label = any("engine" in f.labels for n, f in families.items() if n.startswith("vllm:"))
+    scored = []
+    for release in catalog.releases:
+        for engine in release.engines:
+            possible = catalog.families(release.version, engine, include_conditional=True, include_hidden=True)
+            always = catalog.families(release.version, engine)
+            known = {n for n in observed if n in catalog.metrics}
+            unexplained = len(known - possible.keys())
+            missing = len(always.keys() - observed)
+            label_clash = sum(
+                1
+                for n in known & possible.keys()
+                if ("engine" in possible[n].labels) != ("engine" in families[n].labels)
+                and "*" not in possible[n].labels
+            )
+            scored.append(((unexplained * 4 + label_clash * 4 + missing), release, engine))
+    best = min(score for score, _, _ in scored)
+    winners = [(r, e) for score, r, e in scored if score == best]
+    engines = {e for _, e in winners}
+    if len(engines) == 1:
+        engine = engines.pop()
+    else:
+        # Only when the exposition is too sparse to tell: the engine label exists on V1 only.
+        engine = "v1" if has_engine_label else winners[-1][1]
+    releases = tuple(r for r, e in winners if e == engine)
+    if best > 0 and observed - catalog.metrics.keys():
+        # Series the catalog has never seen: a release newer than the catalog.
+        newest = catalog.releases[-1]
+        if newest in releases:
+            releases = ()
+    return EngineGuess(engine=engine, releases=releases)
