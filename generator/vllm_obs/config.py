@@ -134,9 +134,10 @@ class Receiver:
     type: str = knob("none", "pagerduty | opsgenie | slack | webhook | email | none")
     secret_file: str = knob(
         "",
-        "file holding the routing key / API key / webhook URL, mounted into Alertmanager "
-        "(never written into the generated file)",
+        "file mounted into Alertmanager holding the PagerDuty routing key, Opsgenie API key, "
+        "Slack webhook URL, or a webhook's bearer token (never written into the generated file)",
     )
+    url: str = knob("", "webhook endpoint, for type webhook (keep secrets in secret_file)")
     channel: str = knob("", "Slack channel, e.g. #vllm-alerts")
     to: str = knob("", "email address, for type email")
     send_resolved: bool = knob(True, "also notify when the alert resolves")
@@ -165,8 +166,9 @@ class AlertmanagerSection:
     )
     info: Receiver = knob({"type": "none"}, "receiver for severity=info (a ticket queue, or nothing)")
     watchdog: Receiver = knob(
-        {"type": "webhook", "secret_file": "/etc/alertmanager/secrets/deadmansswitch-url"},
-        "receiver of the always-firing Watchdog alert: a dead man's switch heartbeat, never a pager",
+        {"type": "webhook", "url": "http://heartbeat.invalid/ping"},
+        "receiver of the always-firing Watchdog alert: a dead man's switch heartbeat (healthchecks.io, "
+        "Dead Man's Snitch, a PagerDuty heartbeat...), never a pager; the .invalid URL is a placeholder",
     )
     teams: list[TeamRoute] = knob(
         [], "extra routes tried before the severity routes, e.g. per team or per model"
@@ -180,6 +182,15 @@ class AlertmanagerSection:
     watchdog_repeat_interval: str = knob(
         "1m", "how often the Watchdog heartbeat is re-sent; the switch expects it"
     )
+    webhook_url_file: bool = knob(
+        False,
+        "Alertmanager 0.26+ reads webhook URLs from files: set true to use a webhook's secret_file "
+        "as url_file (for heartbeat URLs that embed a secret) instead of as a bearer token",
+    )
+    smtp_smarthost: str = knob("", "SMTP server host:port, for email receivers")
+    smtp_from: str = knob("", "sender address, for email receivers")
+    smtp_auth_username: str = knob("", "SMTP user, for email receivers (empty: no auth)")
+    smtp_auth_password_file: str = knob("", "file holding the SMTP password, mounted into Alertmanager")
 
 
 @dataclass(frozen=True)
@@ -190,6 +201,7 @@ class DashboardsSection:
     refresh: str = knob("30s", "dashboard auto-refresh")
     time_from: str = knob("now-1h", "default time range start")
     datasource_name: str = knob("Prometheus", "name of the provisioned Prometheus datasource")
+    prometheus_url: str = knob("http://prometheus:9090", "URL Grafana reaches Prometheus at (provisioning)")
 
 
 @dataclass(frozen=True)
@@ -324,7 +336,9 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
         kinds = ("pagerduty", "opsgenie", "slack", "webhook", "email", "none")
         if obj.type not in kinds:
             raise BundleError(f"config key '{prefix}.type' in {source} must be one of {', '.join(kinds)}.")
-        if obj.type in ("pagerduty", "opsgenie", "slack", "webhook") and not obj.secret_file:
+        if obj.type == "webhook" and not obj.url.startswith(("http://", "https://")):
+            raise BundleError(f"config key '{prefix}.url' in {source} must be the webhook's http(s) URL.")
+        if obj.type in ("pagerduty", "opsgenie", "slack") and not obj.secret_file:
             raise BundleError(
                 f"config key '{prefix}.secret_file' in {source} is required for a {obj.type} receiver: "
                 "name the mounted file that holds its key or URL."

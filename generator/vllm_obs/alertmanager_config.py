@@ -1,0 +1,201 @@
+"""alertmanager.yml: severity routes, a dead man's switch, inhibition, optional team routes.
+
+Secrets never appear in the output: every key and webhook URL is read by Alertmanager
+from a file the stack mounts (`*_file` fields).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import AlertmanagerSection, BundleConfig, Receiver
+from .errors import BundleError
+
+# Alerts that describe a symptom of a down or dead server; the cause silences them.
+SYMPTOMS = (
+    "VllmHighTimeToFirstToken",
+    "VllmHighTimePerOutputToken",
+    "VllmQueueDepthHigh",
+    "VllmSchedulerThrottled",
+    "VllmKVCachePressure",
+    "VllmKVCacheFillingUp",
+    "VllmPreemptions",
+    "VllmRequestErrors",
+    "VllmEngineStalled",
+)
+
+SLACK_TITLE = (
+    '[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}] '
+    "{{ .CommonLabels.alertname }}{{ if .CommonLabels.model_name }} {{ .CommonLabels.model_name }}{{ end }}"
+    "{{ if .CommonLabels.instance }} on {{ .CommonLabels.instance }}{{ end }}"
+)
+SLACK_TEXT = (
+    "{{ range .Alerts }}*{{ .Annotations.summary }}*\n{{ .Annotations.description }}\n"
+    "Runbook: {{ .Annotations.runbook_url }}\nDashboard: {{ .Annotations.dashboard_url }}\n{{ end }}"
+)
+
+
+def receiver_name(role: str, receiver: Receiver) -> str:
+    return f"{role}-{receiver.type}"
+
+
+def alertmanager_config(cfg: BundleConfig) -> dict[str, Any]:
+    am = cfg.alertmanager
+    receivers: dict[str, dict[str, Any]] = {}
+
+    def add(role: str, receiver: Receiver) -> str:
+        name = receiver_name(role, receiver)
+        receivers.setdefault(name, _receiver(name, receiver, am))
+        return name
+
+    critical = add("critical", am.critical)
+    warning = add("warning", am.warning)
+    info = add("info", am.info)
+    watchdog = add("watchdog", am.watchdog)
+
+    routes: list[dict[str, Any]] = [
+        {
+            # The heartbeat must flow all the time and never reach a human.
+            "receiver": watchdog,
+            "matchers": ['alertname="Watchdog"'],
+            "group_by": ["alertname"],
+            "group_wait": "0s",
+            "group_interval": am.watchdog_repeat_interval,
+            "repeat_interval": am.watchdog_repeat_interval,
+        }
+    ]
+    for i, team in enumerate(am.teams):
+        if not team.matchers:
+            raise BundleError(f"config key 'alertmanager.teams[{i}].matchers' must name at least one matcher.")
+        team_critical = add(f"team{i}-critical", team.critical) if team.critical.type != "none" else critical
+        team_warning = add(f"team{i}-warning", team.warning) if team.warning.type != "none" else warning
+        routes.append(
+            {
+                "receiver": team_warning,
+                "matchers": list(team.matchers),
+                "routes": [
+                    {"receiver": team_critical, "matchers": ['severity="critical"'], "continue": True},
+                    {"receiver": team_warning, "matchers": ['severity=~"critical|warning"']},
+                ],
+            }
+        )
+    routes += [
+        # A page also lands in chat, where the rest of the team sees it.
+        {"receiver": critical, "matchers": ['severity="critical"'], "continue": True},
+        {"receiver": warning, "matchers": ['severity=~"critical|warning"']},
+        {"receiver": info, "matchers": ['severity="info"']},
+    ]
+    out: dict[str, Any] = {}
+    smtp = _smtp(am)
+    if smtp:
+        out["global"] = smtp
+    out["route"] = {
+        # Unknown severities fall through to chat rather than vanish.
+        "receiver": warning,
+        "group_by": list(am.group_by),
+        "group_wait": am.group_wait,
+        "group_interval": am.group_interval,
+        "repeat_interval": am.repeat_interval,
+        "routes": routes,
+    }
+    out["inhibit_rules"] = _inhibitions()
+    out["receivers"] = list(receivers.values())
+    return out
+
+
+def _inhibitions() -> list[dict[str, Any]]:
+    # CAUTION (Alertmanager): if every label in `equal` is missing from both alerts the
+    # rule matches everything. Each rule below names alertname or instance, which every
+    # source and target alert carries, so that cannot happen.
+    return [
+        {
+            # A dead engine or an unreachable server explains its own latency, queue,
+            # cache, stall and error alerts: page once, for the cause.
+            "source_matchers": ['alertname=~"VllmEngineDead|VllmTargetDown"'],
+            "target_matchers": [f'alertname=~"{"|".join(SYMPTOMS)}"'],
+            "equal": ["instance"],
+        },
+        {
+            # After a dead engine the server exits; its scrape target going down is the
+            # same incident. A server that never started is not "down" either.
+            "source_matchers": ['alertname=~"VllmEngineDead|VllmStartupFailed"'],
+            "target_matchers": ['alertname=~"VllmTargetDown|VllmMetricsAbsent"'],
+            "equal": ["instance"],
+        },
+        {
+            # An out-of-memory that killed the engine pages once, with its cause.
+            "source_matchers": ['alertname="VllmOutOfMemory"'],
+            "target_matchers": ['alertname="VllmEngineDead"'],
+            "equal": ["instance"],
+        },
+        {
+            # The critical tier of an alert silences its own warning tier on the same
+            # replica and model (job, instance and model_name may be absent on both,
+            # which then means the same fleet-level scope).
+            "source_matchers": ['severity="critical"'],
+            "target_matchers": ['severity="warning"'],
+            "equal": ["alertname", "job", "instance", "model_name"],
+        },
+    ]
+
+
+def _smtp(am: AlertmanagerSection) -> dict[str, str]:
+    out = {}
+    if am.smtp_smarthost:
+        out["smtp_smarthost"] = am.smtp_smarthost
+    if am.smtp_from:
+        out["smtp_from"] = am.smtp_from
+    if am.smtp_auth_username:
+        out["smtp_auth_username"] = am.smtp_auth_username
+    if am.smtp_auth_password_file:
+        out["smtp_auth_password_file"] = am.smtp_auth_password_file
+    return out
+
+
+def _receiver(name: str, r: Receiver, am: AlertmanagerSection) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name}
+    if r.type == "pagerduty":
+        out["pagerduty_configs"] = [
+            {
+                "routing_key_file": r.secret_file,
+                "send_resolved": r.send_resolved,
+                "severity": '{{ if eq .CommonLabels.severity "critical" }}critical{{ else }}warning{{ end }}',
+                "details": {
+                    "runbook": "{{ (index .Alerts 0).Annotations.runbook_url }}",
+                    "dashboard": "{{ (index .Alerts 0).Annotations.dashboard_url }}",
+                    "description": "{{ (index .Alerts 0).Annotations.description }}",
+                },
+            }
+        ]
+    elif r.type == "opsgenie":
+        out["opsgenie_configs"] = [
+            {
+                "api_key_file": r.secret_file,
+                "send_resolved": r.send_resolved,
+                "priority": '{{ if eq .CommonLabels.severity "critical" }}P1{{ else }}P3{{ end }}',
+                "description": "{{ range .Alerts }}{{ .Annotations.description }}\nRunbook: {{ .Annotations.runbook_url }}\n{{ end }}",
+            }
+        ]
+    elif r.type == "slack":
+        slack: dict[str, Any] = {"api_url_file": r.secret_file, "send_resolved": r.send_resolved}
+        if r.channel:
+            slack["channel"] = r.channel
+        slack.update({"title": SLACK_TITLE, "text": SLACK_TEXT})
+        out["slack_configs"] = [slack]
+    elif r.type == "webhook":
+        hook: dict[str, Any] = {"send_resolved": r.send_resolved}
+        if r.secret_file and am.webhook_url_file:
+            hook["url_file"] = r.secret_file
+        else:
+            hook["url"] = r.url
+            if r.secret_file:
+                hook["http_config"] = {"authorization": {"credentials_file": r.secret_file}}
+        out["webhook_configs"] = [hook]
+    elif r.type == "email":
+        if not (am.smtp_smarthost and am.smtp_from):
+            raise BundleError(
+                "an email receiver needs alertmanager.smtp_smarthost and alertmanager.smtp_from in the config."
+            )
+        out["email_configs"] = [{"to": r.to, "send_resolved": r.send_resolved}]
+    # type none: a receiver with no integration discards what reaches it, on purpose.
+    return out

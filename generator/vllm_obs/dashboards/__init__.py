@@ -1,0 +1,1 @@
+"""Grafana dashboards: specs built from the resolved signals, rendered with grafanalib."""

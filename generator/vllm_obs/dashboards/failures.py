@@ -1,0 +1,119 @@
+"""Failures: what the log exporter saw (OOM, dead engine, failed start) and what is firing."""
+
+from __future__ import annotations
+
+from ..config import BundleConfig
+from ..signals import Resolution
+from .common import CRIT
+from .queries import Filters
+from .spec import Dashboard, Panel, Query, Row
+
+
+def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
+    f = Filters(res, cfg)
+    x = f.exporter
+    window = cfg.alerts.log_event_window
+    rows = []
+    if cfg.prometheus.log_exporters:
+        counts = tuple(
+            Panel(
+                title=title,
+                description=f"{what} in the selected time range, from the vLLM logs.",
+                unit="none",
+                kind="stat",
+                queries=(Query(f'sum(increase(vllm_log_events_total{x[:-1]}, event="{event}"}}[$__range]))', title),),
+                thresholds=((1, CRIT),),
+                width=6,
+                height=5,
+            )
+            for event, title, what in (
+                ("engine_dead", "Engine deaths", "Engine deaths (EngineDeadError and kin)"),
+                ("oom", "Out of memory", "Out-of-memory errors"),
+                ("startup_failed", "Failed starts", "Starts that never became ready"),
+                ("request_error", "Request errors", "Failed requests seen in the log"),
+            )
+        )
+        events = (
+            Panel(
+                title="Log events",
+                description=f"Events per {window}: OOM, dead engine and failed starts are incidents; the rest is context.",
+                unit="none",
+                kind="bars",
+                queries=(Query(f"sum by (event) (increase(vllm_log_events_total{x}[{window}]))", "{{event}}"),),
+                stack=True,
+                min=0,
+            ),
+            Panel(
+                title="Failed starts by reason",
+                description="Why the server did not come up (KV cache too small, no memory, initialisation).",
+                unit="none",
+                kind="bars",
+                queries=(
+                    Query(f"sum by (reason) (increase(vllm_log_startup_failures_total{x}[{window}]))", "{{reason}}"),
+                ),
+                stack=True,
+                min=0,
+            ),
+            Panel(
+                title="Engine state from the logs",
+                description=(
+                    "Running and waiting requests and KV-cache usage from the periodic stats line: they "
+                    "outlive a dead /metrics endpoint."
+                ),
+                unit="none",
+                queries=(
+                    Query(f"sum by (instance) (vllm_log_requests_running{x})", "running {{instance}}"),
+                    Query(f"sum by (instance) (vllm_log_requests_waiting{x})", "waiting {{instance}}"),
+                    Query(f"max by (instance) (vllm_log_kv_cache_usage_ratio{x}) * 100", "KV cache % {{instance}}"),
+                ),
+                min=0,
+                may_be_empty="the stats line is logged at DEBUG while the engine is idle",
+            ),
+            Panel(
+                title="Log exporter health",
+                description="Lines read per second and bytes not yet read: a growing backlog means the exporter lags.",
+                unit="none",
+                queries=(
+                    Query(f"sum by (instance) (rate(vllm_log_lines_total{x}[$__rate_interval]))", "lines/s {{instance}}"),
+                    Query(f"sum by (instance) (vllm_log_unread_bytes{x})", "unread bytes {{instance}}"),
+                ),
+                min=0,
+            ),
+        )
+        rows += [Row("Incidents", counts), Row("Events", events)]
+    rows.append(
+        Row(
+            "Alerts and targets",
+            (
+                Panel(
+                    title="Alerts firing",
+                    description="vLLM alerts Prometheus is firing, by name and severity.",
+                    unit="none",
+                    queries=(
+                        Query(
+                            'sum by (alertname, severity) (ALERTS{alertstate="firing", alertname=~"Vllm.*|Watchdog"})',
+                            "{{alertname}} ({{severity}})",
+                        ),
+                    ),
+                    kind="bars",
+                    stack=True,
+                    min=0,
+                ),
+                Panel(
+                    title="Targets up",
+                    description="1 while Prometheus can scrape the server; a dead engine takes it down.",
+                    unit="none",
+                    queries=(Query(f"up{f.target}", "{{instance}}"),),
+                    min=0,
+                    max=1,
+                ),
+            ),
+        )
+    )
+    return Dashboard(
+        key="failures",
+        title="Failures",
+        description="Out-of-memory errors, dead engines and failed starts from the logs, and the alerts firing.",
+        rows=tuple(rows),
+        variables=f.variables(engine=False),
+    )

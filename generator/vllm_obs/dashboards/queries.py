@@ -1,0 +1,78 @@
+"""Label filters and variables shared by the dashboards."""
+
+from __future__ import annotations
+
+import re
+
+from ..config import BundleConfig
+from ..signals import Resolution, Signal
+from .spec import Variable
+
+RATE = "$__rate_interval"
+
+
+class Filters:
+    def __init__(self, res: Resolution, cfg: BundleConfig) -> None:
+        self.res = res
+        self.cfg = cfg
+        extra = cfg.prometheus.extra_selector.strip()
+        self._extra = f", {extra}" if extra else ""
+
+    @property
+    def model(self) -> str:
+        """For job_model recording rules."""
+        return '{job=~"$job", model_name=~"$model_name"}'
+
+    @property
+    def replica(self) -> str:
+        """For job_instance_model recording rules."""
+        return '{job=~"$job", instance=~"$instance", model_name=~"$model_name"}'
+
+    @property
+    def target(self) -> str:
+        """For per-target series without model_name (up, HTTP counters)."""
+        return f'{{job=~"$job", instance=~"$instance"{self._extra}}}'
+
+    def raw(self, sig: Signal, *extra: str) -> str:
+        """Matchers for a vLLM series, with the engine filter where the series has one."""
+        parts = ['job=~"$job"', 'instance=~"$instance"', 'model_name=~"$model_name"']
+        if sig.has_label("engine"):
+            parts.append('engine=~"$engine"')
+        return "{" + ", ".join(parts + list(extra)) + self._extra + "}"
+
+    @property
+    def exporter(self) -> str:
+        return f'{{{self.cfg.exporter_selector}, instance=~"$instance"}}'
+
+    def variables(self, engine: bool = True) -> tuple[Variable, ...]:
+        """job, instance, model_name (and engine) read from a series every release has."""
+        anchor = next(
+            self.res[k]
+            for k in ("requests_running", "requests_waiting", "generation_tokens", "time_to_first_token")
+            if k in self.res.signals
+        )
+        name = anchor.name
+        out = [
+            # "All" means the configured vLLM job, not every job Prometheus scrapes.
+            Variable(
+                "job",
+                "Job",
+                f"label_values({name}{{{self.cfg.vllm_selector}}}, job)",
+                all_value=re.escape(self.cfg.prometheus.vllm_job),
+            ),
+            Variable("instance", "Instance", f'label_values({name}{{job=~"$job"{self._extra}}}, instance)'),
+            Variable(
+                "model_name",
+                "Model",
+                f'label_values({name}{{job=~"$job", instance=~"$instance"{self._extra}}}, model_name)',
+            ),
+        ]
+        if engine and anchor.has_label("engine"):
+            out.append(
+                Variable(
+                    "engine",
+                    "Engine",
+                    f'label_values({name}{{job=~"$job", instance=~"$instance", model_name=~"$model_name"{self._extra}}}, engine)',
+                )
+            )
+        return tuple(out)

@@ -1,0 +1,1 @@
+"""Prometheus recording rules, alerting rules, their promtool tests and runbooks."""

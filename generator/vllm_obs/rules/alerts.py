@@ -1,0 +1,401 @@
+"""Alerting rules. The alert names are a contract: routing, runbooks and tests use them.
+
+Every alert carries `severity` (critical | warning | info), a fixed `summary`, a
+`description` that names the instance and model, a `runbook_url` and a `dashboard_url`.
+Alerts read the recording rules of recording.py, so an alert and the dashboard panel
+that explains it show the same number.
+"""
+
+from __future__ import annotations
+
+from ..config import BundleConfig
+from ..promql import number, seconds, selector
+from ..signals import Resolution
+from .model import Alert, Group
+from .names import FLEET_MODEL, INSTANCE_MODEL, Names, by, slo_miss
+
+EXPORTER_EVENTS = {
+    "engine_dead": "VllmEngineDead",
+    "oom": "VllmOutOfMemory",
+    "startup_failed": "VllmStartupFailed",
+}
+
+# (severity, for, long window, short window, burn factor): kubernetes-mixin's four tiers.
+BURN_TIERS = (
+    ("critical", "2m", "1h", "5m", 14.4),
+    ("critical", "15m", "6h", "30m", 6.0),
+    ("warning", "1h", "1d", "2h", 3.0),
+    ("warning", "3h", "3d", "6h", 1.0),
+)
+
+WHERE = "{{ $labels.model_name }} on {{ $labels.instance }}"
+JOINED = f"on ({by(INSTANCE_MODEL)})"
+
+
+def human_seconds(value: float) -> str:
+    if value < 1:
+        return f"{value * 1000:g}ms"
+    return f"{value:g}s"
+
+
+def percent(value: float) -> str:
+    return f"{value * 100:g}%"
+
+
+def alert_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
+    a = cfg.alerts
+    n = Names(a.rate_window)
+    groups = [
+        Group("vllm-obs.latency", tuple(_latency(res, cfg, n))),
+        Group("vllm-obs.saturation", tuple(_saturation(res, cfg, n))),
+        Group("vllm-obs.errors", tuple(_errors(res, cfg, n))),
+        Group("vllm-obs.availability", tuple(_availability(res, cfg, n))),
+        Group("vllm-obs.log-events", tuple(_log_events(cfg))),
+        Group("vllm-obs.slo-burn", tuple(_burn(res, cfg))),
+        Group("vllm-obs.meta", (_watchdog(),)),
+    ]
+    return [g for g in groups if g.rules]
+
+
+def _traffic(n: Names, cfg: BundleConfig) -> str:
+    return f"{n.requests_finished} > {number(cfg.alerts.min_request_rate)}"
+
+
+def _latency(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
+    a = cfg.alerts
+    out = []
+    for key, name, what, warn, crit, for_ in (
+        ("time_to_first_token", "VllmHighTimeToFirstToken", "time to first token",
+         a.ttft_p95_warning_seconds, a.ttft_p95_critical_seconds, a.ttft_for),
+        ("inter_token_latency", "VllmHighTimePerOutputToken", "inter-token latency (time per output token)",
+         a.itl_p95_warning_seconds, a.itl_p95_critical_seconds, a.itl_for),
+    ):
+        if key not in res.signals:
+            continue
+        for severity, threshold in (("warning", warn), ("critical", crit)):
+            out.append(
+                Alert(
+                    name=name,
+                    expr=f"{n.quantile(key, 'p95')} > {number(threshold)}\nand {JOINED}\n{_traffic(n, cfg)}",
+                    for_=for_,
+                    severity=severity,
+                    summary=f"vLLM p95 {what} is above {human_seconds(threshold)}.",
+                    description=(
+                        f"p95 {what} of {WHERE} is {{{{ $value | humanizeDuration }}}} "
+                        f"(threshold {human_seconds(threshold)}, for {for_})."
+                    ),
+                    dashboard="instance",
+                    threshold=threshold,
+                )
+            )
+    return out
+
+
+def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
+    a = cfg.alerts
+    out = []
+    if "requests_waiting" in res.signals:
+        out.append(
+            Alert(
+                name="VllmQueueDepthHigh",
+                expr=f"{n.requests_waiting} > {number(a.queue_waiting_threshold)}",
+                for_=a.queue_for,
+                severity="warning",
+                summary="vLLM requests are queueing.",
+                description=(
+                    f"{{{{ $value }}}} requests are waiting on {WHERE} "
+                    f"(threshold {number(a.queue_waiting_threshold)}, for {a.queue_for})."
+                ),
+                dashboard="kv_cache",
+            )
+        )
+    if res.has("requests_waiting", "requests_running", "kv_cache_usage"):
+        out.append(
+            Alert(
+                name="VllmSchedulerThrottled",
+                expr=(
+                    f"{n.requests_waiting} > 0\n"
+                    f"and {JOINED}\nderiv({n.requests_waiting}[{a.throttled_window}]) > 0\n"
+                    f"and {JOINED}\n{n.kv_cache_usage} < {number(a.throttled_kv_usage_below)}\n"
+                    f"and {JOINED}\n{n.requests_running} > 0"
+                ),
+                for_=a.throttled_for,
+                severity="warning",
+                summary="vLLM's queue grows while the KV cache has room: the scheduler limits are the bottleneck.",
+                description=(
+                    f"The queue on {WHERE} has kept growing for {a.throttled_window} ({{{{ $value }}}} waiting) "
+                    f"while KV-cache usage stays below {percent(a.throttled_kv_usage_below)}; "
+                    "raise --max-num-seqs or --max-num-batched-tokens."
+                ),
+                dashboard="kv_cache",
+            )
+        )
+    if "kv_cache_usage" in res.signals:
+        out.append(
+            Alert(
+                name="VllmKVCachePressure",
+                expr=f"{n.kv_cache_usage} > {number(a.kv_usage_threshold)}",
+                for_=a.kv_usage_for,
+                severity="warning",
+                summary="vLLM's KV cache is nearly full.",
+                description=(
+                    f"KV-cache usage of {WHERE} is {{{{ $value | humanizePercentage }}}} "
+                    f"(threshold {percent(a.kv_usage_threshold)}, for {a.kv_usage_for}); "
+                    "requests will be preempted."
+                ),
+                dashboard="kv_cache",
+            )
+        )
+        horizon = int(seconds(a.kv_predict_horizon))
+        out.append(
+            Alert(
+                name="VllmKVCacheFillingUp",
+                expr=(
+                    f"{n.kv_cache_usage} > {number(a.kv_predict_floor)}\n"
+                    f"and {JOINED}\npredict_linear({n.kv_cache_usage}[{a.kv_predict_window}], {horizon}) >= 1"
+                ),
+                for_=a.kv_predict_for,
+                severity="warning",
+                summary="vLLM's KV cache will be full soon.",
+                description=(
+                    f"KV-cache usage of {WHERE} is {{{{ $value | humanizePercentage }}}} and, at the rate of "
+                    f"the last {a.kv_predict_window}, will be full within {a.kv_predict_horizon}."
+                ),
+                dashboard="kv_cache",
+            )
+        )
+    if "preemptions" in res.signals:
+        out.append(
+            Alert(
+                name="VllmPreemptions",
+                expr=(
+                    f"{n.preemptions_per_request} > {number(a.preemptions_per_request)}\n"
+                    f"and {JOINED}\n{_traffic(n, cfg)}"
+                ),
+                for_=a.preemptions_for,
+                severity="warning",
+                summary="vLLM is preempting requests for lack of KV cache.",
+                description=(
+                    f"{WHERE} preempts {{{{ $value | humanize }}}} times per finished request "
+                    f"(threshold {number(a.preemptions_per_request)}, for {a.preemptions_for})."
+                ),
+                dashboard="kv_cache",
+            )
+        )
+    return out
+
+
+def _errors(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
+    a = cfg.alerts
+    out = []
+    success = res.signals.get("request_success")
+    engine_errors = success is not None and success.has_value("finished_reason", "error")
+    for severity, threshold in (("warning", a.error_ratio_warning), ("critical", a.error_ratio_critical)):
+        if engine_errors:
+            out.append(
+                Alert(
+                    name="VllmRequestErrors",
+                    expr=f"{n.request_errors} > {number(threshold)}\nand {JOINED}\n{_traffic(n, cfg)}",
+                    for_=a.errors_for,
+                    severity=severity,
+                    labels={"source": "engine"},
+                    summary=f"More than {percent(threshold)} of vLLM requests fail.",
+                    description=(
+                        f"{{{{ $value | humanizePercentage }}}} of the requests of {WHERE} "
+                        f'finished with finished_reason="error" (threshold {percent(threshold)}, for {a.errors_for}).'
+                    ),
+                    dashboard="instance",
+                )
+            )
+        if "http_requests" in res.signals:
+            out.append(
+                Alert(
+                    name="VllmRequestErrors",
+                    expr=(
+                        f"{n.http_errors} > {number(threshold)}\n"
+                        f"and on (job, instance)\n{n.http_requests} > {number(a.min_request_rate)}"
+                    ),
+                    for_=a.errors_for,
+                    severity=severity,
+                    labels={"source": "http"},
+                    summary=f"More than {percent(threshold)} of vLLM requests fail.",
+                    description=(
+                        "{{ $value | humanizePercentage }} of the HTTP requests to {{ $labels.instance }} "
+                        f"answered 5xx (threshold {percent(threshold)}, for {a.errors_for})."
+                    ),
+                    dashboard="instance",
+                )
+            )
+    return out
+
+
+def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
+    a = cfg.alerts
+    up = selector("up", cfg.vllm_selector)
+    out = []
+    if res.has("generation_tokens", "requests_waiting", "requests_running"):
+        tokens = selector(res["generation_tokens"].name, cfg.vllm_selector)
+        out.append(
+            Alert(
+                name="VllmEngineStalled",
+                expr=(
+                    f"({n.requests_waiting} + {n.requests_running}) > 0\n"
+                    f"and {JOINED}\nsum by ({by(INSTANCE_MODEL)}) (increase({tokens}[{a.stall_window}])) == 0"
+                ),
+                for_=a.stall_for,
+                severity="critical",
+                summary="vLLM has requests in flight but generates no tokens: the engine is stuck.",
+                description=(
+                    f"{{{{ $value }}}} requests are in flight on {WHERE}, yet no token was generated "
+                    f"for {a.stall_window}; /health may still answer 200. Restart the server."
+                ),
+                dashboard="failures",
+            )
+        )
+    out.append(
+        Alert(
+            name="VllmTargetDown",
+            expr=f"{up} == 0",
+            for_=a.target_down_for,
+            severity="critical",
+            summary="Prometheus cannot scrape a vLLM server.",
+            description=(
+                "{{ $labels.instance }} (job {{ $labels.job }}) has not answered scrapes "
+                f"for {a.target_down_for}: the server is down or unreachable."
+            ),
+            dashboard="overview",
+        )
+    )
+    out.append(
+        Alert(
+            name="VllmMetricsAbsent",
+            expr=f"absent({up})",
+            for_=a.metrics_absent_for,
+            severity="warning",
+            labels={"scope": "job"},
+            summary="Prometheus scrapes no vLLM target at all.",
+            description=(
+                f'No target of job "{cfg.prometheus.vllm_job}" has been scraped for {a.metrics_absent_for}: '
+                "service discovery or the scrape configuration is broken."
+            ),
+            dashboard="overview",
+        )
+    )
+    if "requests_running" in res.signals:
+        running = selector(res["requests_running"].name, cfg.vllm_selector)
+        out.append(
+            Alert(
+                name="VllmMetricsAbsent",
+                expr=f"{up} == 1\nunless on (job, instance)\ngroup by (job, instance) ({running})",
+                for_=a.metrics_absent_for,
+                severity="warning",
+                labels={"scope": "target"},
+                summary="A vLLM target answers scrapes but exposes no vLLM series.",
+                description=(
+                    "{{ $labels.instance }} answers scrapes but its vLLM series have been gone for "
+                    f"{a.metrics_absent_for}: it is not a vLLM server, or its metrics are broken."
+                ),
+                dashboard="overview",
+            )
+        )
+    return out
+
+
+def _log_events(cfg: BundleConfig) -> list[Alert]:
+    if not cfg.prometheus.log_exporters:
+        return []
+    a = cfg.alerts
+    exporter = cfg.exporter_selector
+    texts = {
+        "engine_dead": (
+            "The vLLM engine died.",
+            "The log of {{ $labels.instance }} shows the engine died (EngineDeadError or a dead "
+            "engine process); the first error above it is the cause.",
+        ),
+        "oom": (
+            "vLLM ran out of memory.",
+            "The log of {{ $labels.instance }} shows an out-of-memory error (CUDA or CPU allocator).",
+        ),
+        "startup_failed": (
+            "vLLM failed to start.",
+            "The log of {{ $labels.instance }} shows the server failed to start (engine initialisation, "
+            "or the KV cache cannot hold --max-model-len).",
+        ),
+    }
+    out = []
+    for event, name in EXPORTER_EVENTS.items():
+        summary, description = texts[event]
+        # No `for`: a dead engine is not ambiguous, it pages on the first evaluation.
+        events = selector("vllm_log_events_total", exporter, f'event="{event}"')
+        out.append(
+            Alert(
+                name=name,
+                expr=f"increase({events}[{a.log_event_window}]) > 0",
+                severity="critical",
+                summary=summary,
+                description=description,
+                dashboard="failures",
+            )
+        )
+    out.append(
+        Alert(
+            name="VllmLogExporterDown",
+            expr=f"{selector('up', exporter)} == 0",
+            for_=a.log_exporter_down_for,
+            severity="warning",
+            summary="The vLLM log exporter is down: OOM and dead-engine alerts are blind.",
+            description=(
+                "The log exporter watching {{ $labels.instance }} has not answered scrapes for "
+                f"{a.log_exporter_down_for}."
+            ),
+            dashboard="failures",
+        )
+    )
+    return out
+
+
+def _burn(res: Resolution, cfg: BundleConfig) -> list[Alert]:
+    out = []
+    for key, name, what, objective in (
+        ("time_to_first_token", "VllmTimeToFirstTokenBudgetBurn", "time-to-first-token", cfg.slo.ttft_objective),
+        ("inter_token_latency", "VllmTimePerOutputTokenBudgetBurn", "time-per-output-token", cfg.slo.itl_objective),
+    ):
+        if key not in res.signals:
+            continue
+        budget = 1 - objective
+        for severity, for_, long, short, factor in BURN_TIERS:
+            limit = f"({number(factor)} * {number(round(budget, 10))})"
+            out.append(
+                Alert(
+                    name=name,
+                    expr=(
+                        f"{slo_miss(key, long)} > {limit}\n"
+                        f"and on ({by(FLEET_MODEL)})\n{slo_miss(key, short)} > {limit}"
+                    ),
+                    for_=for_,
+                    severity=severity,
+                    labels={"long": long, "short": short},
+                    summary=f"vLLM is burning its {what} error budget too fast.",
+                    description=(
+                        f"Model {{{{ $labels.model_name }}}} (job {{{{ $labels.job }}}}) misses its {what} "
+                        f"SLO on {{{{ $value | humanizePercentage }}}} of requests over {long}, "
+                        f"{number(factor)}x the rate its {percent(objective)} objective allows."
+                    ),
+                    dashboard="overview",
+                )
+            )
+    return out
+
+
+def _watchdog() -> Alert:
+    return Alert(
+        name="Watchdog",
+        expr="vector(1)",
+        severity="info",
+        summary="The alerting pipeline is alive.",
+        description=(
+            "Always firing. If its heartbeat stops arriving at the dead man's switch, Prometheus, "
+            "Alertmanager or the path between them is broken."
+        ),
+        dashboard="overview",
+    )

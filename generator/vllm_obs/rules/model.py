@@ -1,0 +1,31 @@
+"""The shapes rules are built in before they are written out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Recording:
+    record: str
+    expr: str
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    expr: str
+    severity: str
+    summary: str
+    description: str
+    dashboard: str  # key of the dashboard its link opens
+    for_: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    threshold: float | None = None  # the number the expression compares against, for the tests
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    rules: tuple[Recording | Alert, ...]
+    interval: str | None = None

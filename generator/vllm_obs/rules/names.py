@@ -1,0 +1,88 @@
+"""Names of the bundle's recording rules.
+
+Recording rules follow Prometheus' `level:metric:operations` convention. The metric part
+is the *signal*, not the series the release happens to expose, with vLLM's `vllm:`
+prefix written `vllm_` (colons are reserved for the rule name's separators). So
+`job_instance_model:vllm_inter_token_latency_seconds:p95_5m` keeps its name whether the
+server exposes vllm:inter_token_latency_seconds or the older
+vllm:time_per_output_token_seconds, and dashboards never go blank on a rename.
+
+Levels: `job_instance_model` keeps job, instance and model_name (one replica serving one
+model); `job_model` keeps job and model_name (the fleet, per model); `job_instance`
+keeps job and instance (series without a model_name label, such as HTTP counters).
+"""
+
+from __future__ import annotations
+
+INSTANCE_MODEL = ("job", "instance", "model_name")
+FLEET_MODEL = ("job", "model_name")
+INSTANCE = ("job", "instance")
+
+LATENCY_METRICS = {
+    "time_to_first_token": "vllm_time_to_first_token_seconds",
+    "inter_token_latency": "vllm_inter_token_latency_seconds",
+    "e2e_request_latency": "vllm_e2e_request_latency_seconds",
+    "request_queue_time": "vllm_request_queue_time_seconds",
+    "request_prefill_time": "vllm_request_prefill_time_seconds",
+    "request_decode_time": "vllm_request_decode_time_seconds",
+}
+QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+
+
+def by(labels: tuple[str, ...]) -> str:
+    return ", ".join(labels)
+
+
+def quantile(level: str, signal: str, q: str, window: str) -> str:
+    return f"{level}:{LATENCY_METRICS[signal]}:{q}_{window}"
+
+
+def mean(level: str, signal: str, window: str) -> str:
+    return f"{level}:{LATENCY_METRICS[signal]}:mean_{window}"
+
+
+def rate(level: str, metric: str, window: str) -> str:
+    return f"{level}:{metric}:rate{window}"
+
+
+def ratio(level: str, metric: str, window: str) -> str:
+    return f"{level}:{metric}:ratio_{window}"
+
+
+def gauge(level: str, metric: str, op: str) -> str:
+    return f"{level}:{metric}:{op}"
+
+
+def slo_miss(signal: str, window: str) -> str:
+    return f"job_model:{LATENCY_METRICS[signal]}:slo_miss_ratio_{window}"
+
+
+# Names used by alerts and dashboards, for one rate window.
+class Names:
+    def __init__(self, window: str) -> None:
+        self.window = window
+        w = window
+        level = "job_instance_model"
+        self.requests_finished = rate(level, "vllm_requests_finished", w)
+        self.requests_failed = rate(level, "vllm_requests_failed", w)
+        self.request_errors = ratio(level, "vllm_request_errors", w)
+        self.prompt_tokens = rate(level, "vllm_prompt_tokens", w)
+        self.generation_tokens = rate(level, "vllm_generation_tokens", w)
+        self.preemptions = rate(level, "vllm_preemptions", w)
+        self.preemptions_per_request = ratio(level, "vllm_preemptions_per_request", w)
+        self.prefix_cache_hits = ratio(level, "vllm_prefix_cache_hits", w)
+        self.requests_waiting = gauge(level, "vllm_requests_waiting", "sum")
+        self.requests_running = gauge(level, "vllm_requests_running", "sum")
+        self.kv_cache_usage = gauge(level, "vllm_kv_cache_usage", "max")
+        self.fleet_kv_cache_usage = gauge("job_model", "vllm_kv_cache_usage", "avg")
+        self.fleet_requests_finished = rate("job_model", "vllm_requests_finished", w)
+        self.fleet_generation_tokens = rate("job_model", "vllm_generation_tokens", w)
+        self.fleet_prompt_tokens = rate("job_model", "vllm_prompt_tokens", w)
+        self.http_requests = rate("job_instance", "vllm_http_requests", w)
+        self.http_errors = ratio("job_instance", "vllm_http_5xx", w)
+
+    def quantile(self, signal: str, q: str, level: str = "job_instance_model") -> str:
+        return quantile(level, signal, q, self.window)
+
+    def mean(self, signal: str) -> str:
+        return mean("job_instance_model", signal, self.window)
