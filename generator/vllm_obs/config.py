@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from .errors import BundleError
+from .promql import equality_labels
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 
@@ -345,8 +346,13 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
             )
         if obj.type == "email" and not obj.to:
             raise BundleError(f"config key '{prefix}.to' in {source} is required for an email receiver.")
-    if isinstance(obj, PrometheusSection) and obj.scheme not in ("http", "https"):
-        raise BundleError(f"config key '{prefix}.scheme' in {source} must be http or https.")
+    if isinstance(obj, PrometheusSection):
+        if obj.scheme not in ("http", "https"):
+            raise BundleError(f"config key '{prefix}.scheme' in {source} must be http or https.")
+        try:
+            equality_labels(obj.extra_selector)
+        except BundleError as exc:
+            raise BundleError(f"config key '{prefix}.extra_selector' in {source}: {exc.message}") from None
 
 
 # -- the documented defaults file ----------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import ssl
@@ -35,6 +36,13 @@ def read_url(url: str, *, timeout: float, bearer_token: str | None, verify_tls: 
             content_type = response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
         raise BundleError(_http_status_message(url, exc.code)) from None
+    except http.client.IncompleteRead as exc:
+        raise BundleError(
+            f"{url} closed the connection after {len(exc.partial)} bytes, so the exposition is "
+            "truncated; fetch it again."
+        ) from None
+    except http.client.HTTPException as exc:
+        raise BundleError(f"{url} did not answer with valid HTTP ({type(exc).__name__}); check the URL and port.") from None
     except urllib.error.URLError as exc:
         raise BundleError(_connection_message(url, exc.reason, timeout)) from None
     except (TimeoutError, socket.timeout):

@@ -248,8 +248,8 @@ def _kv_pressure(rules: list[Alert], io: Inputs) -> list[Case]:
         io.gauge(fire, sig, 0.1, span, engine="1")
     io.gauge(fire, sig, 0.1, span, instance=NEIGHBOUR)
     fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, io.result(), hot)])
-    cool = round(max(0.0, threshold - 0.05), 6)
-    silent = Case(f"VllmKVCachePressure stays silent at {cool:g}")
+    cool = threshold  # exactly at the threshold: `>` must not fire
+    silent = Case(f"VllmKVCachePressure stays silent at exactly {cool:g}")
     io.gauge(silent, sig, cool, span, engine="0")
     if sig.has_label("engine"):
         io.gauge(silent, sig, cool, span, engine="1")

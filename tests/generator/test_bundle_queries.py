@@ -1,0 +1,99 @@
+"""A bundle never queries a series its source does not expose.
+
+Every PromQL expression of the rules and of the dashboards (template variables
+substituted) is parsed with a real PromQL parser; each selector must name a series the
+source exposes, a recording rule of the same bundle, a series of the log exporter, or
+one of Prometheus' own (up, ALERTS).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.bundles import dashboard_exprs, generate, recorded_names, rule_exprs, selected_names
+from vllm_obs.catalog import Catalog
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
+CATALOG = Catalog.load()
+PROMETHEUS_OWN = {"up", "ALERTS"}
+EXPOSITIONS = sorted(FIXTURES.glob("*.prom")) + sorted((FIXTURES / "reference").glob("*.prom"))
+
+
+def exporter_series(tmp: Path) -> set[str]:
+    """What the real log exporter exposes, read from its own output."""
+    empty = tmp / "empty.log"
+    empty.write_text("")
+    out = subprocess.run(
+        [sys.executable, "-m", "vllm_log_exporter.cli", "--once", str(empty)], capture_output=True, text=True, check=True
+    ).stdout
+    names = {s.name for f in text_string_to_metric_families(out) for s in f.samples}
+    # Series that only appear once their first line is seen (the stats-line gauges).
+    names |= {
+        "vllm_log_requests_running",
+        "vllm_log_requests_waiting",
+        "vllm_log_kv_cache_usage_ratio",
+    }
+    return names
+
+
+def exposition_names(text: str) -> set[str]:
+    """Sample names on the page, plus families declared there that have no sample yet."""
+    names = set()
+    for family in text_string_to_metric_families(text):
+        names |= {s.name for s in family.samples}
+        if not family.samples:
+            names.add(family.name + "_total" if family.type == "counter" else family.name)
+    return names
+
+
+def catalog_names(release: tuple[int, ...], engine: str) -> set[str]:
+    out = set()
+    for name, spec in CATALOG.families(release, engine).items():
+        out |= {name + s for s in ("_bucket", "_sum", "_count")} if spec.type == "histogram" else {name}
+    return out
+
+
+def unexposed(bundle: Path, exposed: set[str], exporter: set[str]) -> dict[str, set[str]]:
+    allowed = exposed | recorded_names(bundle) | exporter | PROMETHEUS_OWN
+    problems = {}
+    for where, expr in {**rule_exprs(bundle), **dashboard_exprs(bundle)}.items():
+        missing = selected_names(expr) - allowed
+        if missing:
+            problems[where] = missing
+    return problems
+
+
+@pytest.fixture(scope="module")
+def exporter(tmp_path_factory) -> set[str]:
+    names = exporter_series(tmp_path_factory.mktemp("exporter"))
+    assert "vllm_log_events_total" in names
+    return names
+
+
+@pytest.mark.parametrize("fixture", EXPOSITIONS, ids=lambda p: p.name)
+def test_bundle_from_an_exposition_queries_only_what_it_exposes(fixture, tmp_path, exporter):
+    bundle = generate(tmp_path / "bundle", "--metrics-file", str(fixture))
+    assert unexposed(bundle, exposition_names(fixture.read_text()), exporter) == {}
+
+
+@pytest.mark.parametrize(
+    "release, engine",
+    [(r.text, e) for r in CATALOG.releases for e in r.engines],
+)
+def test_bundle_from_the_catalog_queries_only_what_the_release_exposes(release, engine, tmp_path, exporter):
+    bundle = generate(tmp_path / "bundle", "--vllm-version", release, "--engine", engine)
+    version = tuple(int(p) for p in release.split("."))
+    assert unexposed(bundle, catalog_names(version, engine), exporter) == {}
+
+
+def test_the_check_itself_catches_a_renamed_series(tmp_path, exporter):
+    """Guard against a check that cannot fail: a V1 0.13 bundle does not fit a 0.11 server."""
+    bundle = generate(tmp_path / "bundle", "--vllm-version", "0.33.0")
+    problems = unexposed(bundle, catalog_names((0, 9, 1), "v1"), exporter)
+    missing = set().union(*problems.values())
+    assert "vllm:kv_cache_usage_perc" in missing and "vllm:inter_token_latency_seconds_bucket" in missing

@@ -1,0 +1,182 @@
+"""Alert and recording rules, checked by the real promtool.
+
+Every alert has a generated promtool case where it fires (full labels and annotations),
+one where it stays silent, and a check of its `for` boundary. The cases are generated
+with the rules, from the same config, for both engine families.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.bundles import generate
+from tests.support.monitoring import binary
+from vllm_obs.catalog import Catalog
+
+pytestmark = pytest.mark.prometheus
+
+REPO = Path(__file__).parent.parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "metrics"
+CATALOG = Catalog.load()
+CARD_ALERTS = ("VllmHighTimeToFirstToken", "VllmHighTimePerOutputToken", "VllmQueueDepthHigh", "VllmKVCachePressure")
+
+# One release per naming era of each engine family.
+ERAS = [
+    ("0.6.0", "v0"),  # V0 with the throughput gauges and swapped requests
+    ("0.8.3", "v0"),  # V0 with the legacy series hidden
+    ("0.10.2", "v0"),  # last V0
+    ("0.7.1", "v1"),  # first V1: no preemptions, no latency breakdown
+    ("0.8.2", "v1"),  # V1 without the engine label
+    ("0.9.1", "v1"),  # gpu_cache_usage_perc and time_per_output_token with engine label
+    ("0.11.0", "v1"),  # gpu_* hidden, both ITL names
+    ("0.13.0", "v1"),  # finished_reason="error"
+]
+
+
+def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([binary("promtool"), *args], cwd=cwd, capture_output=True, text=True)
+
+
+def check_and_test(bundle: Path) -> None:
+    rules = sorted(str(p.relative_to(bundle)) for p in (bundle / "alerts").glob("*.rules.yml"))
+    checked = promtool("check", "rules", *rules, cwd=bundle)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    config = promtool("check", "config", "prometheus/prometheus.yml", cwd=bundle)
+    assert config.returncode == 0, config.stdout + config.stderr
+    tests = sorted(str(p.relative_to(bundle)) for p in (bundle / "tests" / "rules").glob("*.test.yml"))
+    assert tests
+    tested = promtool("test", "rules", *tests, cwd=bundle)
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr
+
+
+def test_the_committed_bundle_passes_promtool():
+    check_and_test(REPO)
+
+
+@pytest.mark.parametrize("release, engine", ERAS, ids=lambda v: v)
+def test_every_engine_family_and_naming_era(release, engine, tmp_path):
+    check_and_test(generate(tmp_path / "bundle", "--vllm-version", release, "--engine", engine))
+
+
+@pytest.mark.parametrize(
+    "fixture", ["vllm-0.32.0-cpu-traffic.prom", "reference/vllm-0.9.0-v0.prom", "reference/vllm-0.20.0-v1.prom"]
+)
+def test_bundles_from_expositions(fixture, tmp_path):
+    check_and_test(generate(tmp_path / "bundle", "--metrics-file", str(FIXTURES / fixture)))
+
+
+CUSTOM = {
+    "prometheus": {"vllm_job": "inference", "extra_selector": 'namespace="llm"'},
+    "alerts": {
+        "ttft_p95_warning_seconds": 0.5,
+        "ttft_p95_critical_seconds": 8,
+        "ttft_for": "7m",
+        "itl_p95_warning_seconds": 0.1,
+        "queue_waiting_threshold": 3,
+        "kv_usage_threshold": 0.8,
+        "kv_usage_for": "4m",
+        "kv_predict_floor": 0.6,
+        "preemptions_per_request": 0.2,
+        "error_ratio_warning": 0.01,
+        "error_ratio_critical": 0.1,
+        "stall_window": "10m",
+        "min_request_rate": 0.1,
+    },
+    "slo": {"ttft_threshold_seconds": 1.0, "ttft_objective": 0.995, "itl_threshold_seconds": 0.1, "itl_objective": 0.95},
+}
+
+
+def test_a_user_who_changes_thresholds_gets_tests_that_pin_the_new_ones(tmp_path):
+    bundle = generate(tmp_path / "bundle", config=CUSTOM)
+    check_and_test(bundle)
+    text = (bundle / "alerts" / "vllm-alerts.rules.yml").read_text()
+    assert "p95_5m > 0.5" in text and "vllm_requests_waiting:sum > 3" in text
+    assert 'job="inference", namespace="llm"' in (bundle / "alerts" / "vllm-recording.rules.yml").read_text()
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        ("p95_5m > 2\n", "p95_5m > 2.5\n"),  # TTFT warning threshold moved up
+        ("vllm_requests_waiting:sum > 20", "vllm_requests_waiting:sum > 21"),  # queue threshold
+        ("vllm_kv_cache_usage:max > 0.9", "vllm_kv_cache_usage:max >= 0.9"),  # the silent case sits on it
+        ("for: 1m", "for: 2m"),  # the KV pressure `for` boundary
+    ],
+)
+def test_the_generated_tests_fail_when_a_rule_drifts(before, after, tmp_path):
+    """Tests that cannot fail prove nothing: edit a rule behind the tests' back."""
+    bundle = generate(tmp_path / "bundle")
+    path = bundle / "alerts" / "vllm-alerts.rules.yml"
+    text = path.read_text()
+    assert before in text
+    path.write_text(text.replace(before, after, 1))
+    tests = sorted(str(p.relative_to(bundle)) for p in (bundle / "tests" / "rules").glob("*.test.yml"))
+    result = promtool("test", "rules", *tests, cwd=bundle)
+    assert result.returncode != 0, f"promtool still passes after {before!r} -> {after!r}"
+
+
+def test_every_alert_fires_stays_silent_and_has_its_for_boundary_checked():
+    rules = yaml.safe_load((REPO / "alerts" / "vllm-alerts.rules.yml").read_text())
+    alerts = {}
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            alerts.setdefault(rule["alert"], []).append(rule)
+    checks: dict[str, list[tuple[str, list]]] = {}
+    for path in (REPO / "tests" / "rules").glob("*.test.yml"):
+        for test in yaml.safe_load(path.read_text())["tests"]:
+            for check in test["alert_rule_test"]:
+                checks.setdefault(check["alertname"], []).append((test["name"], check))
+    for name, variants in alerts.items():
+        assert name in checks, f"{name} has no promtool test"
+        fired = [c for _, c in checks[name] if c["exp_alerts"]]
+        silent = [c for _, c in checks[name] if not c["exp_alerts"]]
+        if name == "Watchdog":  # the dead man's switch must never be silent
+            assert fired and not silent
+            continue
+        assert fired and silent, name
+        for severity in {r["labels"]["severity"] for r in variants}:
+            assert any(
+                a["exp_labels"]["severity"] == severity for c in fired for a in c["exp_alerts"]
+            ), f"{name} {severity} never fires in a test"
+        for alert in fired[0]["exp_alerts"]:
+            assert set(alert["exp_annotations"]) == {"summary", "description", "runbook_url", "dashboard_url"}
+        durations = {r.get("for") for r in variants} - {None}
+        if durations:
+            # The boundary: a test that expects nothing one minute before it expects the alert.
+            pairs = {}
+            for test_name, check in checks[name]:
+                pairs.setdefault(test_name, []).append(check)
+            assert any(
+                any(not c["exp_alerts"] and _minutes(c) + 1 == _minutes(d) and d["exp_alerts"] for c in cs for d in cs)
+                for cs in pairs.values()
+            ), f"{name}: no for-boundary check"
+
+
+def _minutes(check: dict) -> int:
+    return int(re.fullmatch(r"(\d+)m", check["eval_time"]).group(1))
+
+
+@pytest.mark.parametrize("release", CATALOG.releases, ids=lambda r: r.text)
+def test_the_four_signals_of_the_card_are_alerted_under_the_release_s_own_names(release, tmp_path):
+    for engine in release.engines:
+        bundle = generate(tmp_path / engine, "--vllm-version", release.text, "--engine", engine)
+        alerts = (bundle / "alerts" / "vllm-alerts.rules.yml").read_text()
+        for name in CARD_ALERTS:
+            assert f"alert: {name}" in alerts, (release.text, engine, name)
+        recording = (bundle / "alerts" / "vllm-recording.rules.yml").read_text()
+        exposed = CATALOG.families(release.version, engine)
+        kv = "vllm:kv_cache_usage_perc" if "vllm:kv_cache_usage_perc" in exposed else "vllm:gpu_cache_usage_perc"
+        itl = (
+            "vllm:inter_token_latency_seconds"
+            if "vllm:inter_token_latency_seconds" in exposed
+            else "vllm:time_per_output_token_seconds"
+        )
+        assert f"max by (job, instance, model_name) ({kv}{{" in recording
+        assert f"rate({itl}_bucket{{" in recording
+        assert "rate(vllm:time_to_first_token_seconds_bucket{" in recording
+        assert "(vllm:num_requests_waiting{" in recording

@@ -1,0 +1,97 @@
+"""Generate bundles in tests and read back every PromQL expression they contain."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import promql_parser
+import yaml
+
+from vllm_obs.cli import main as vllm_obs
+
+# Grafana's built-in variables, as a dashboard expands them for a 1h range.
+GRAFANA_BUILTINS = {"$__rate_interval": "1m", "$__range": "1h", "$__interval": "15s"}
+
+
+def generate(out: Path, *args: str, config: dict | None = None) -> Path:
+    argv = ["generate", "--out", str(out), *args]
+    if config is not None:
+        path = out.parent / f"{out.name}-config.yml"
+        path.write_text(yaml.safe_dump(config))
+        argv += ["--config", str(path)]
+    code = vllm_obs(argv)
+    assert code == 0, f"vllm-obs {' '.join(argv)} exited {code}"
+    return out
+
+
+def rule_exprs(bundle: Path) -> dict[str, str]:
+    """rule name (record or alert, with a counter) -> expr, for every rule file."""
+    out = {}
+    for path in sorted((bundle / "alerts").glob("*.rules.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for i, rule in enumerate(group["rules"]):
+                name = rule.get("record") or rule.get("alert")
+                out[f"{path.name}:{group['name']}:{i}:{name}"] = rule["expr"]
+    return out
+
+
+def recorded_names(bundle: Path) -> set[str]:
+    names = set()
+    for path in (bundle / "alerts").glob("*.rules.yml"):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            names |= {r["record"] for r in group["rules"] if "record" in r}
+    return names
+
+
+def dashboard_panels(bundle: Path) -> list[tuple[str, dict]]:
+    """(dashboard title, panel) for every non-row panel."""
+    out = []
+    for path in sorted((bundle / "dashboards").glob("*.json")):
+        dash = json.loads(path.read_text())
+        out += [(dash["title"], p) for p in dash["panels"] if p["type"] != "row"]
+    return out
+
+
+def substitute(expr: str, variables: dict[str, str] | None = None) -> str:
+    values = {**GRAFANA_BUILTINS, **(variables or {})}
+    for name in sorted(values, key=len, reverse=True):
+        expr = expr.replace(name, values[name])
+    return re.sub(r"\$(job|instance|model_name|engine)\b", ".*", expr)
+
+
+def dashboard_exprs(bundle: Path, variables: dict[str, str] | None = None) -> dict[str, str]:
+    out = {}
+    for title, panel in dashboard_panels(bundle):
+        for target in panel["targets"]:
+            out[f"{title} / {panel['title']} / {target['refId']}"] = substitute(target["expr"], variables)
+    return out
+
+
+def selected_names(expr: str) -> set[str]:
+    """Metric names of every selector in a PromQL expression, from a real PromQL parser."""
+    names: set[str] = set()
+
+    def visit(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            if node.name:
+                names.add(node.name)
+            else:
+                for matcher in node.matchers.matchers:
+                    if matcher.name == "__name__":
+                        names.add(f"~{matcher.value}")
+
+    promql_parser.walk(promql_parser.parse(expr), pre_visit=visit)
+    return names
+
+
+def exposed_sample_names(families: dict) -> set[str]:
+    """Sample names a source's families put on /metrics."""
+    out = set()
+    for name, family in families.items():
+        if family.type == "histogram":
+            out |= {name + "_bucket", name + "_sum", name + "_count"}
+        else:
+            out.add(name)
+    return out
