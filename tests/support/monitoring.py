@@ -21,6 +21,11 @@ def binary(name: str) -> str:
     return path
 
 
+def _start(command: list[str], log: Path) -> subprocess.Popen:
+    with log.open("wb") as sink:
+        return subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+
+
 def _wait_ready(url: str, process: subprocess.Popen, log: Path, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -36,7 +41,7 @@ def _wait_ready(url: str, process: subprocess.Popen, log: Path, timeout: float =
 
 
 @dataclass
-class Prometheus:
+class _Server:
     config: Path
     workdir: Path
     port: int = field(default_factory=free_port)
@@ -46,26 +51,32 @@ class Prometheus:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> Prometheus:
-        log = self.workdir / "prometheus.log"
-        self.process = subprocess.Popen(
-            [
-                binary("prometheus"),
-                f"--config.file={self.config}",
-                f"--storage.tsdb.path={self.workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--web.enable-lifecycle",
-            ],
-            stdout=log.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        _wait_ready(self.url + "/-/ready", self.process, log)
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / f"{type(self).__name__.lower()}.log"
+
+    def __enter__(self):
+        self.process = _start(self.command(), self.log)
+        _wait_ready(self.url + "/-/ready", self.process, self.log)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.process and self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=30)
+
+
+class Prometheus(_Server):
+    def command(self) -> list[str]:
+        return [
+            binary("prometheus"),
+            f"--config.file={self.config}",
+            f"--storage.tsdb.path={self.workdir / 'prometheus-data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+        ]
 
     def query(self, expr: str) -> list[dict]:
         url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
@@ -76,8 +87,7 @@ class Prometheus:
         return data["data"]["result"]
 
     def targets(self) -> list[dict]:
-        status, body = http_get(f"{self.url}/api/v1/targets", timeout=10)
-        return json.loads(body)["data"]["activeTargets"]
+        return json.loads(http_get(f"{self.url}/api/v1/targets", timeout=10)[1])["data"]["activeTargets"]
 
     def wait_for(self, expr: str, timeout: float = 120, interval: float = 1.0) -> list[dict]:
         deadline = time.monotonic() + timeout
@@ -89,37 +99,15 @@ class Prometheus:
         raise AssertionError(f"{expr} returned nothing within {timeout}s")
 
 
-@dataclass
-class Alertmanager:
-    config: Path
-    workdir: Path
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> Alertmanager:
-        log = self.workdir / "alertmanager.log"
-        self.process = subprocess.Popen(
-            [
-                binary("prometheus-alertmanager"),
-                f"--config.file={self.config}",
-                f"--storage.path={self.workdir / 'am-data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--cluster.listen-address=",  # a single instance, no gossip
-            ],
-            stdout=log.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        _wait_ready(self.url + "/-/ready", self.process, log)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
+class Alertmanager(_Server):
+    def command(self) -> list[str]:
+        return [
+            binary("prometheus-alertmanager"),
+            f"--config.file={self.config}",
+            f"--storage.path={self.workdir / 'alertmanager-data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--cluster.listen-address=",  # a single instance, no gossip
+        ]
 
     def post_alerts(self, alerts: list[dict]) -> None:
         request = urllib.request.Request(
