@@ -11,6 +11,7 @@ from .config import BundleConfig
 from .dashboards.build import dashboards
 from .dashboards.grafana import render as render_dashboard
 from .dashboards.provisioning import dashboard_provider, datasources
+from .kubernetes_manifests import dashboards_config_map, prometheus_rule
 from .prometheus_config import prometheus_config
 from .rules.alerts import alert_groups
 from .rules.files import rule_file
@@ -74,6 +75,12 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
     }
     for dash in dashboards(res, cfg):
         files[f"dashboards/vllm-{dash.key.replace('_', '-')}.json"] = render_dashboard(dash, cfg, source.summary)
+    files["kubernetes/generated/prometheusrule.yaml"] = prometheus_rule(
+        {k: files[k] for k in (RECORDING_FILE, ALERTS_FILE)}, header
+    )
+    files["kubernetes/generated/grafana-dashboards.yaml"] = dashboards_config_map(
+        {k: v for k, v in files.items() if k.startswith("dashboards/")}, header
+    )
     tests = test_files(
         alerts, res, cfg, [f"../../{RECORDING_FILE}", f"../../{ALERTS_FILE}"], [g.name for g in recording]
     )

@@ -1,0 +1,111 @@
+"""docker-compose and Kubernetes files agree with the generated bundle.
+
+No Docker engine or cluster runs here, so these tests check what can be checked
+statically: every mount exists, every target the generated prometheus.yml scrapes is a
+service on the right port, paths line up between services, and the generated
+Kubernetes objects carry exactly the bundle's rules and dashboards.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from vllm_obs.dashboards.provisioning import DASHBOARD_PATH
+
+REPO = Path(__file__).parent.parent.parent
+COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+PROMETHEUS = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())
+
+
+def mounts(service: str) -> dict[str, str]:
+    out = {}
+    for volume in COMPOSE["services"][service].get("volumes", []):
+        source, target = volume.split(":")[:2]
+        out[target] = source
+    return out
+
+
+def test_the_stack_has_every_component():
+    assert set(COMPOSE["services"]) == {"vllm", "vllm-log-exporter", "prometheus", "alertmanager", "grafana"}
+
+
+def test_every_bind_mount_exists_in_the_checkout():
+    for name, service in COMPOSE["services"].items():
+        for source in mounts(name).values():
+            if source.startswith("./"):
+                assert (REPO / source).exists(), f"{name} mounts missing {source}"
+    dockerfile = COMPOSE["services"]["vllm-log-exporter"]["build"]["dockerfile"]
+    assert (REPO / dockerfile).exists()
+
+
+def test_prometheus_finds_its_rules_through_the_mounts():
+    command = COMPOSE["services"]["prometheus"]["command"]
+    config = next(c.split("=", 1)[1] for c in command if c.startswith("--config.file="))
+    config_dir = str(Path(config).parent)
+    assert mounts("prometheus")[config_dir] == "./prometheus"
+    for rule_file in PROMETHEUS["rule_files"]:
+        mounted = Path(config_dir, rule_file).resolve()
+        assert mounts("prometheus")[str(mounted.parent)] == "./alerts"
+        assert (REPO / "alerts" / mounted.name).exists()
+
+
+def test_scrape_targets_are_services_on_their_ports():
+    ports = {
+        name: {p.split(":")[-1] for p in service.get("ports", [])}
+        for name, service in COMPOSE["services"].items()
+    }
+    targets = [t for job in PROMETHEUS["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
+    targets += PROMETHEUS["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert targets
+    for target in targets:
+        host, port = target.split(":")
+        assert port in ports[host], target
+
+
+def test_the_exporter_reads_the_file_vllm_writes():
+    vllm_command = " ".join(COMPOSE["services"]["vllm"]["command"])
+    assert "tee -a /var/log/vllm/vllm.log" in vllm_command
+    assert mounts("vllm")["/var/log/vllm"] == mounts("vllm-log-exporter")["/var/log/vllm"] == "vllm-logs"
+    dockerfile = (REPO / "exporters" / "Dockerfile").read_text()
+    assert "/var/log/vllm/vllm.log" in dockerfile and "0.0.0.0:9400" in dockerfile
+
+
+def test_grafana_and_alertmanager_paths_line_up():
+    assert mounts("grafana")[DASHBOARD_PATH] == "./dashboards"
+    assert mounts("grafana")["/etc/grafana/provisioning"] == "./grafana/provisioning"
+    am = " ".join(COMPOSE["services"]["alertmanager"]["command"])
+    assert "--config.file=/etc/vllm-obs/alerts/alertmanager.yml" in am
+    secrets = yaml.safe_load((REPO / "alerts" / "alertmanager.yml").read_text())
+    files = [c.get("routing_key_file") or c.get("api_url_file") for r in secrets["receivers"]
+             for key in ("pagerduty_configs", "slack_configs") for c in r.get(key, [])]
+    assert files and all(f.startswith("/etc/alertmanager/secrets/") for f in files)
+    assert mounts("alertmanager")["/etc/alertmanager/secrets"] == "./secrets"
+
+
+def test_kubernetes_objects_carry_the_bundle():
+    rule = yaml.safe_load((REPO / "kubernetes" / "generated" / "prometheusrule.yaml").read_text())
+    groups = []
+    for name in ("vllm-recording.rules.yml", "vllm-alerts.rules.yml"):
+        groups += yaml.safe_load((REPO / "alerts" / name).read_text())["groups"]
+    assert rule["kind"] == "PrometheusRule" and rule["spec"]["groups"] == groups
+    config_map = yaml.safe_load((REPO / "kubernetes" / "generated" / "grafana-dashboards.yaml").read_text())
+    for path in (REPO / "dashboards").glob("*.json"):
+        assert json.loads(config_map["data"][path.name]) == json.loads(path.read_text())
+    kustomization = yaml.safe_load((REPO / "kubernetes" / "kustomization.yaml").read_text())
+    for resource in kustomization["resources"]:
+        assert (REPO / "kubernetes" / resource).exists()
+
+
+def test_kubernetes_job_labels_match_the_rules():
+    monitors = list(yaml.safe_load_all((REPO / "kubernetes" / "monitors.yaml").read_text()))
+    jobs = {
+        r["replacement"]
+        for m in monitors
+        for e in m["spec"]["podMetricsEndpoints"]
+        for r in e["relabelings"]
+        if r.get("targetLabel") == "job"
+    }
+    assert jobs == {job["job_name"] for job in PROMETHEUS["scrape_configs"]}
