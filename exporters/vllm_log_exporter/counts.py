@@ -1,0 +1,78 @@
+"""Everything the exporter reports, as plain numbers: updated by the pipeline and the
+tailer, rendered by metrics.py, saved and restored by state.py."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .patterns import EVENTS, REASONS
+
+READ_ERROR_REASONS = ("permission_denied", "not_found", "io_error")
+FILE_STATES = ("reading", "missing", "unreadable")
+STATS_GAUGES = (
+    "running",
+    "waiting",
+    "kv_cache_usage_ratio",
+    "prompt_throughput",
+    "generation_throughput",
+    "timestamp",
+)
+
+
+def _zeros(keys: tuple[str, ...]) -> dict[str, int]:
+    return dict.fromkeys(keys, 0)
+
+
+def _float_zeros(keys: tuple[str, ...]) -> dict[str, float]:
+    return dict.fromkeys(keys, 0.0)
+
+
+@dataclass
+class Counts:
+    events: dict[str, int] = field(default_factory=lambda: _zeros(EVENTS))
+    last_event_time: dict[str, float] = field(default_factory=lambda: _float_zeros(EVENTS))
+    startup_failures: dict[str, int] = field(default_factory=lambda: _zeros(REASONS))
+    stats: dict[str, dict[str, float]] = field(default_factory=dict)
+    """engine label -> STATS_GAUGES; empty until a stats line was seen."""
+    lines: int = 0
+    bytes: int = 0
+    undecodable_lines: int = 0
+    oversized_lines: int = 0
+    rotations: int = 0
+    truncations: int = 0
+    read_errors: dict[str, int] = field(default_factory=lambda: _zeros(READ_ERROR_REASONS))
+    last_read_time: float = 0.0
+    # Live values owned by the tailer; not persisted.
+    unread_bytes: int = 0
+    files: dict[str, int] = field(default_factory=lambda: _zeros(FILE_STATES))
+
+    def count_event(self, event: str, now: float, amount: int = 1) -> None:
+        self.events[event] += amount
+        self.last_event_time[event] = now
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        del data["unread_bytes"], data["files"]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Counts:
+        """Restore saved counts; keys outside the fixed label sets are dropped."""
+        counts = cls()
+        for name, convert in (
+            ("events", int),
+            ("last_event_time", float),
+            ("startup_failures", int),
+            ("read_errors", int),
+        ):
+            target = getattr(counts, name)
+            for key, value in dict(data.get(name, {})).items():
+                if key in target:
+                    target[key] = convert(value)
+        for engine, gauges in dict(data.get("stats", {})).items():
+            counts.stats[str(engine)] = {k: float(gauges[k]) for k in STATS_GAUGES if k in gauges}
+        for name in ("lines", "bytes", "undecodable_lines", "oversized_lines", "rotations", "truncations"):
+            setattr(counts, name, int(data.get(name, 0)))
+        counts.last_read_time = float(data.get("last_read_time", 0.0))
+        return counts

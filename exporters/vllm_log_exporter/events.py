@@ -1,0 +1,281 @@
+"""The rules that turn pattern matches into counted events.
+
+vLLM repeats one failure 2-4 times (the engine core's logger.exception, the raw
+`Process EngineCore:` traceback, each worker, the API server's EngineDeadError), and a
+normal shutdown of 0.32 logs `AsyncLLM output_handler failed` + EngineDeadError after the
+shutdown began. So events are counted per *incident*, by a small state machine driven by
+the server's lifecycle as the log shows it:
+
+    unknown --startup_begin--> starting --startup_complete--> serving
+    starting --startup_failed / engine_dead / oom--> failed      (counts startup_failed)
+    serving | unknown --engine_dead--> dead                      (counts engine_dead)
+    any --shutdown marker--> stopping                            (counts shutdown once)
+    any --startup_begin--> starting                              (a new server process)
+
+Rules:
+
+* engine_dead counts once per engine life: later death lines are absorbed while `dead`,
+  ignored while `stopping` (shutdown noise), and become part of the startup failure while
+  `starting`/`failed` (a startup failure is never also engine_dead).
+* oom counts once per `window` seconds of log time (first line opens the window); during
+  startup an OOM is a startup failure with reason out_of_memory instead.
+* startup_failed counts once per failed start. Its reason is the first specific one
+  seen; a generic one (engine_init_failed, other) stays provisional until the incident
+  ends (new startup, `window` of log time later, flush(), or tick() after settle_after
+  seconds of wall time), because vLLM prints "EngineCore failed to start." before the
+  ValueError that says why.
+* dead / failed expire after `hold` seconds of log time without a related line, stopping
+  after `stop_hold`, so a log without startup markers cannot silence the exporter forever.
+* request_error and preemption count every occurrence.
+
+Times: the line's own timestamp when it has one, else the last one seen (raw traceback
+lines carry none). Log times have no year and no zone, so they are only compared with
+each other. Exported timestamps use the injected wall clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .counts import Counts
+from .patterns import GENERIC_REASONS, Pattern
+
+UNKNOWN, STARTING, SERVING, STOPPING, DEAD, FAILED = (
+    "unknown",
+    "starting",
+    "serving",
+    "stopping",
+    "dead",
+    "failed",
+)
+PHASES = (UNKNOWN, STARTING, SERVING, STOPPING, DEAD, FAILED)
+
+HEALTH_PATHS = frozenset({"/health", "/ping"})
+"""Probe endpoints: a 5xx answer there is the probe doing its job, not a failed request."""
+
+
+@dataclass
+class Settings:
+    window: float = 30.0
+    """Seconds of log time during which repeated OOM / startup lines are one incident."""
+    hold: float = 600.0
+    """Seconds of log time a dead or failed server stays so without a related line."""
+    stop_hold: float = 60.0
+    """Seconds of log time a shutdown stays in progress without a shutdown line."""
+    settle_after: float = 10.0
+    """Wall-clock seconds after which a provisional startup-failure reason is final."""
+
+
+class EventMachine:
+    def __init__(
+        self,
+        counts: Counts,
+        clock: Callable[[], float],
+        settings: Settings | None = None,
+    ) -> None:
+        self.counts = counts
+        self.clock = clock
+        self.settings = settings or Settings()
+        self.phase = UNKNOWN
+        self.phase_time: float | None = None  # log time of the last line that kept the phase
+        self.oom_since: float | None = None  # log time that opened the OOM window
+        self.oom_open = False
+        self.startup_complete_since: float | None = None
+        self.pending_reason: str | None = None  # provisional startup-failure reason
+        self.pending_time: float | None = None
+        self.pending_wall: float | None = None
+        self.last_log_time: float | None = None
+        self.v0_preemption_total: int | None = None
+
+    # -- input -------------------------------------------------------------------------
+
+    def observe_time(self, log_time: float | None) -> float | None:
+        """Note a line's own timestamp; returns the time to use for it."""
+        if log_time is not None:
+            self.last_log_time = log_time
+            self._expire(log_time)
+        return self.last_log_time
+
+    def handle(self, pattern: Pattern, match: re.Match[str], when: float | None) -> None:
+        kind = pattern.kind
+        if kind == "stats":
+            self._stats(match)
+        elif kind == "http_access":
+            if match.group("path") not in HEALTH_PATHS:
+                self._count("request_error")
+        elif kind == "request_error":
+            self._count("request_error")
+        elif kind == "preemption_total":
+            self._v0_preemptions(int(match.group("total")))
+        elif kind == "startup_begin":
+            self._startup_begin(when)
+        elif kind == "startup_complete":
+            self._startup_complete(when)
+        elif kind == "shutdown":
+            self._shutdown(when)
+        elif kind == "engine_dead":
+            self._engine_dead(when)
+        elif kind == "oom":
+            self._oom(when, pattern.reason or "out_of_memory")
+        elif kind == "startup_failed":
+            self._startup_failed(when, pattern.reason or "other")
+
+    def tick(self) -> None:
+        """Settle a provisional reason that has waited settle_after wall-clock seconds."""
+        if self.pending_wall is not None:
+            if self.clock() - self.pending_wall >= self.settings.settle_after:
+                self.settle()
+
+    def settle(self) -> None:
+        """End the current startup-failure incident's wait for a specific reason."""
+        if self.pending_reason is not None:
+            self.counts.startup_failures[self.pending_reason] += 1
+        self.pending_reason = self.pending_time = self.pending_wall = None
+
+    # -- rules ---------------------------------------------------------------------------
+
+    def _count(self, event: str, amount: int = 1) -> None:
+        self.counts.count_event(event, self.clock(), amount)
+
+    def _set_phase(self, phase: str, when: float | None) -> None:
+        self.phase, self.phase_time = phase, when
+
+    def _startup_begin(self, when: float | None) -> None:
+        self.settle()
+        self._set_phase(STARTING, when)
+        self.oom_open = False
+        self.startup_complete_since = None
+        self.v0_preemption_total = None  # a new scheduler counts from zero
+
+    def _startup_complete(self, when: float | None) -> None:
+        self.settle()
+        # One line per API server process (multi-API-server mode): count the first.
+        if not (self.phase == SERVING and self._within(self.startup_complete_since, when)):
+            self._count("startup_complete")
+            self.startup_complete_since = when
+        self._set_phase(SERVING, when)
+
+    def _shutdown(self, when: float | None) -> None:
+        if self.phase != STOPPING:
+            self._count("shutdown")
+        self._set_phase(STOPPING, when)
+
+    def _engine_dead(self, when: float | None) -> None:
+        if self.phase in (STARTING, FAILED):
+            self._startup_failed(when, "engine_init_failed")
+        elif self.phase == STOPPING:
+            pass  # 0.32 logs EngineDeadError while it shuts down normally
+        elif self.phase == DEAD:
+            self.phase_time = when  # the same death, repeated by another process
+        else:
+            self._count("engine_dead")
+            self._set_phase(DEAD, when)
+
+    def _oom(self, when: float | None, reason: str) -> None:
+        if self.phase in (STARTING, FAILED):
+            self._startup_failed(when, reason)
+            return
+        if self.oom_open and self._within(self.oom_since, when):
+            return
+        self._count("oom")
+        self.oom_open, self.oom_since = True, when
+
+    def _startup_failed(self, when: float | None, reason: str) -> None:
+        specific = reason not in GENERIC_REASONS
+        if self.phase == FAILED:  # the same failed start, told again
+            self.phase_time = when
+            if specific and self.pending_reason is not None:
+                self.pending_reason = reason
+                self.settle()
+            return
+        self.settle()
+        self._count("startup_failed")
+        self._set_phase(FAILED, when)
+        if specific:
+            self.counts.startup_failures[reason] += 1
+        else:
+            self.pending_reason, self.pending_time, self.pending_wall = reason, when, self.clock()
+
+    def _v0_preemptions(self, total: int) -> None:
+        # V0 logs only every 50th preemption, with the running total: add the difference.
+        previous = self.v0_preemption_total
+        delta = total if previous is None or total < previous else total - previous
+        self.v0_preemption_total = total
+        if delta:
+            self._count("preemption", delta)
+
+    def _stats(self, match: re.Match[str]) -> None:
+        groups = match.groupdict()
+        if groups.get("aggregated"):
+            engine = "all"
+        else:
+            engine = str(int(groups["engine"])) if groups.get("engine") else "0"
+        self.counts.stats[engine] = {
+            "running": float(groups["running"]),
+            "waiting": float(groups["waiting"]),
+            "kv_cache_usage_ratio": float(groups["kv_percent"]) / 100.0,
+            "prompt_throughput": float(groups["prompt"]),
+            "generation_throughput": float(groups["generation"]),
+            "timestamp": self.clock(),
+        }
+        if groups.get("preemptions"):
+            self._count("preemption", int(groups["preemptions"]))
+
+    # -- time --------------------------------------------------------------------------
+
+    def _within(self, since: float | None, when: float | None) -> bool:
+        """Same incident? Without timestamps on either side, assume so."""
+        if since is None or when is None:
+            return True
+        return abs(when - since) <= self.settings.window
+
+    def _expire(self, now: float) -> None:
+        if self.pending_time is not None and abs(now - self.pending_time) > self.settings.window:
+            self.settle()
+        if self.phase_time is None:
+            return
+        idle = abs(now - self.phase_time)
+        if (self.phase in (DEAD, FAILED) and idle > self.settings.hold) or (
+            self.phase == STOPPING and idle > self.settings.stop_hold
+        ):
+            self._set_phase(UNKNOWN, None)
+
+    # -- persistence -------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "phase_time": self.phase_time,
+            "oom_open": self.oom_open,
+            "oom_since": self.oom_since,
+            "startup_complete_since": self.startup_complete_since,
+            "pending_reason": self.pending_reason,
+            "pending_time": self.pending_time,
+            "pending_wall": self.pending_wall,
+            "last_log_time": self.last_log_time,
+            "v0_preemption_total": self.v0_preemption_total,
+        }
+
+    def restore(self, data: dict[str, Any]) -> None:
+        phase = data.get("phase", UNKNOWN)
+        self.phase = phase if phase in PHASES else UNKNOWN
+        self.phase_time = _optional_float(data.get("phase_time"))
+        self.oom_open = bool(data.get("oom_open", False))
+        self.oom_since = _optional_float(data.get("oom_since"))
+        self.startup_complete_since = _optional_float(data.get("startup_complete_since"))
+        reason = data.get("pending_reason")
+        self.pending_reason = reason if reason in self.counts.startup_failures else None
+        self.pending_time = _optional_float(data.get("pending_time"))
+        self.pending_wall = _optional_float(data.get("pending_wall"))
+        if self.pending_reason is None:
+            self.pending_time = self.pending_wall = None
+        self.last_log_time = _optional_float(data.get("last_log_time"))
+        total = data.get("v0_preemption_total")
+        self.v0_preemption_total = int(total) if total is not None else None
+
+
+def _optional_float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]

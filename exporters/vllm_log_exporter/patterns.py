@@ -1,0 +1,206 @@
+"""Load and check patterns.yaml: the regexes that turn vLLM log lines into events.
+
+Loading fails fast (PatternError) on anything that would otherwise surface at runtime: an
+unknown kind or reason, a regex that does not compile, a sample the regex does not match,
+an anchor the sample does not contain. See patterns.yaml for the field meanings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from .lines import clean_line
+from .records import ACCESS_LINE, is_matchable, parse_line
+
+EVENTS = (
+    "oom",
+    "engine_dead",
+    "startup_failed",
+    "preemption",
+    "request_error",
+    "startup_complete",
+    "shutdown",
+)
+"""Values of the `event` label, in exposition order. All are exported from the start."""
+
+REASONS = (
+    "kv_cache_too_small",
+    "no_cache_memory",
+    "out_of_memory",
+    "address_in_use",
+    "engine_init_failed",
+    "other",
+)
+"""Values of the startup-failure `reason` label. The last two are generic: a more specific
+reason seen for the same incident replaces them (events.py)."""
+
+GENERIC_REASONS = frozenset({"engine_init_failed", "other"})
+
+KINDS = frozenset(
+    {
+        "ignore",
+        "oom",
+        "engine_dead",
+        "startup_failed",
+        "startup_begin",
+        "startup_complete",
+        "shutdown",
+        "request_error",
+        "http_access",
+        "preemption_total",
+        "stats",
+    }
+)
+
+# Groups a kind's regex must define, so the event rules can rely on them.
+_REQUIRED_GROUPS = {
+    "http_access": {"path", "status"},
+    "preemption_total": {"total"},
+    "stats": {"prompt", "generation", "running", "waiting", "kv_percent"},
+}
+
+STATS_ANCHOR = "Avg prompt throughput: "
+"""Every stats line holds this; the scanner treats those lines separately."""
+
+
+class PatternError(ValueError):
+    """patterns.yaml (or a --patterns file) is invalid; the message names the entry."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    kind: str
+    anchor: str
+    regex: re.Pattern[str]
+    sample: str
+    reason: str | None = None
+    versions: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class PatternSet:
+    patterns: tuple[Pattern, ...]
+
+    def __post_init__(self) -> None:
+        # Access lines carry request-controlled text (the path): only access patterns
+        # may look at them, so a request for `/torch.OutOfMemoryError` is not an OOM.
+        access = tuple(p for p in self.patterns if p.kind == "http_access")
+        object.__setattr__(self, "_access", access)
+
+    @property
+    def anchors(self) -> tuple[str, ...]:
+        """Distinct anchors of the patterns that can count something, in file order."""
+        return tuple(dict.fromkeys(p.anchor for p in self.patterns if p.kind != "ignore"))
+
+    @property
+    def stats(self) -> tuple[Pattern, ...]:
+        return tuple(p for p in self.patterns if p.kind == "stats")
+
+    def match(self, message: str) -> tuple[Pattern, re.Match[str]] | None:
+        """The first pattern (file order) whose anchor and regex both occur in message.
+
+        Indented messages (traceback frames, quoted source) never match; an `ignore`
+        match returns None.
+        """
+        if not is_matchable(message):
+            return None
+        candidates = self._access if ACCESS_LINE.match(message) else self.patterns  # type: ignore[attr-defined]
+        for pattern in candidates:
+            if pattern.anchor in message:
+                found = pattern.regex.search(message)
+                if found:
+                    return None if pattern.kind == "ignore" else (pattern, found)
+        return None
+
+    def match_line(self, line: str) -> tuple[Pattern, re.Match[str]] | None:
+        """match() over the messages of one cleaned line (first hit wins)."""
+        for message in parse_line(line).messages:
+            hit = self.match(message)
+            if hit:
+                return hit
+        return None
+
+    def __iter__(self) -> Iterator[Pattern]:
+        return iter(self.patterns)
+
+    def __len__(self) -> int:
+        return len(self.patterns)
+
+
+def default_patterns_text() -> str:
+    return resources.files(__package__).joinpath("patterns.yaml").read_text(encoding="utf-8")
+
+
+def load_patterns(path: Path | None = None) -> PatternSet:
+    """Parse and validate a patterns file (the packaged one by default)."""
+    if path is None:
+        text, origin = default_patterns_text(), "patterns.yaml"
+    else:
+        try:
+            text, origin = path.read_text(encoding="utf-8"), str(path)
+        except OSError as exc:
+            raise PatternError(f"cannot read patterns file {path}: {exc.strerror}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PatternError(f"{origin} is not valid YAML: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("patterns"), list):
+        raise PatternError(f"{origin} must be a mapping with a 'patterns' list")
+    return PatternSet(tuple(_parse_entries(document["patterns"], origin)))
+
+
+def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
+    seen: set[str] = set()
+    allowed = {"name", "kind", "reason", "anchor", "regex", "versions", "sample", "source"}
+    for index, entry in enumerate(entries):
+        where = f"{origin} entry {index + 1}"
+        if not isinstance(entry, dict):
+            raise PatternError(f"{where} is not a mapping")
+        unknown = set(entry) - allowed
+        if unknown:
+            raise PatternError(f"{where} has unknown field(s): {', '.join(sorted(unknown))}")
+        for field in ("name", "kind", "anchor", "regex", "sample"):
+            if not isinstance(entry.get(field), str) or not entry[field]:
+                raise PatternError(f"{where} needs a non-empty string '{field}'")
+        name = entry["name"]
+        where = f"{origin} pattern {name!r}"
+        if name in seen:
+            raise PatternError(f"{where} is defined twice")
+        seen.add(name)
+        kind, reason = entry["kind"], entry.get("reason")
+        if kind not in KINDS:
+            raise PatternError(f"{where} has unknown kind {kind!r}; known: {', '.join(sorted(KINDS))}")
+        if kind == "startup_failed" and reason is None:
+            raise PatternError(f"{where} is a startup failure without a 'reason'")
+        if reason is not None and reason not in REASONS:
+            raise PatternError(f"{where} has unknown reason {reason!r}; known: {', '.join(REASONS)}")
+        try:
+            regex = re.compile(entry["regex"])
+        except re.error as exc:
+            raise PatternError(f"{where} has an invalid regex: {exc}") from None
+        missing = _REQUIRED_GROUPS.get(kind, set()) - set(regex.groupindex)
+        if missing:
+            raise PatternError(f"{where} lacks named group(s) {', '.join(sorted(missing))}")
+        if entry["anchor"] not in entry["sample"]:
+            raise PatternError(f"{where}: the sample does not contain the anchor {entry['anchor']!r}")
+        messages = parse_line(clean_line(entry["sample"].encode("utf-8"))).messages
+        if not any(is_matchable(m) and regex.search(m) for m in messages):
+            raise PatternError(f"{where}: the regex does not match its own sample's message")
+        yield Pattern(
+            name=name,
+            kind=kind,
+            anchor=entry["anchor"],
+            regex=regex,
+            sample=entry["sample"],
+            reason=reason,
+            versions=str(entry.get("versions", "")),
+            source=str(entry.get("source", "")),
+        )

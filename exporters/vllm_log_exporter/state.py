@@ -1,0 +1,86 @@
+"""The --state-file: what a restarted exporter needs to continue exactly where it stopped.
+
+It holds, taken together under the pipeline lock so they agree with each other:
+
+* per file: device, inode and the offset of the first byte not yet part of a counted line;
+* every counter and gauge (a restart must not lose an incident that was read but not yet
+  scraped, and the counters continue instead of resetting);
+* the event rules' state (phase, open incidents), so the rest of an incident that was
+  half read when the exporter died is not counted again.
+
+Written atomically (temporary file, fsync, rename), so kill -9 at any moment leaves
+either the previous or the new state, never a torn one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .counts import Counts
+from .pipeline import Pipeline
+from .tailer import Resume, Tailer
+
+FORMAT_VERSION = 1
+
+
+class StateError(ValueError):
+    """The state file exists but cannot be used."""
+
+
+def snapshot(pipeline: Pipeline, tailer: Tailer) -> dict[str, Any]:
+    with pipeline.lock:
+        return {
+            "version": FORMAT_VERSION,
+            "files": tailer.resume_points(),
+            "counts": pipeline.counts.to_json(),
+            "events": pipeline.machine.to_json(),
+        }
+
+
+def save(path: Path, data: dict[str, Any]) -> None:
+    text = json.dumps(data, sort_keys=True, indent=1) + "\n"
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)  # rename(2) is atomic
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    """The saved state, or None when there is none yet."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read state file {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise StateError(f"state file {path} is not valid JSON; move it away to start afresh") from None
+    if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
+        raise StateError(f"state file {path} has an unknown format; move it away to start afresh")
+    return data
+
+
+def restore(data: dict[str, Any], pipeline: Pipeline) -> dict[str, Resume]:
+    """Put saved counts and event state into pipeline; returns resume points by path."""
+    try:
+        counts = Counts.from_json(data.get("counts", {}))
+        resume = {path: Resume.from_json(point) for path, point in data.get("files", {}).items()}
+    except (TypeError, ValueError, KeyError) as exc:
+        raise StateError(f"state file has invalid content ({exc}); move it away to start afresh") from None
+    with pipeline.lock:
+        current = pipeline.counts
+        for name in vars(counts):
+            setattr(current, name, getattr(counts, name))
+        pipeline.machine.restore(data.get("events", {}))
+    return resume
