@@ -28,6 +28,15 @@ def _float_zeros(keys: tuple[str, ...]) -> dict[str, float]:
     return dict.fromkeys(keys, 0.0)
 
 
+MAX_ENGINES = 256
+"""Engine labels are "0".."255" (data-parallel ranks) and "all" (aggregated stats lines):
+a bounded set even if a garbled line carries `Engine 987654:`."""
+
+
+def _valid_engine(label: str) -> bool:
+    return label == "all" or (label.isdigit() and str(int(label)) == label and int(label) < MAX_ENGINES)
+
+
 @dataclass
 class Counts:
     events: dict[str, int] = field(default_factory=lambda: _zeros(EVENTS))
@@ -71,7 +80,8 @@ class Counts:
                 if key in target:
                     target[key] = convert(value)
         for engine, gauges in dict(data.get("stats", {})).items():
-            counts.stats[str(engine)] = {k: float(gauges[k]) for k in STATS_GAUGES if k in gauges}
+            if _valid_engine(str(engine)) and all(k in gauges for k in STATS_GAUGES):
+                counts.stats[str(engine)] = {k: float(gauges[k]) for k in STATS_GAUGES}
         for name in ("lines", "bytes", "undecodable_lines", "oversized_lines", "rotations", "truncations"):
             setattr(counts, name, int(data.get(name, 0)))
         counts.last_read_time = float(data.get("last_read_time", 0.0))

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .counts import Counts
+from .counts import MAX_ENGINES, Counts
 from .patterns import GENERIC_REASONS, Pattern
 
 UNKNOWN, STARTING, SERVING, STOPPING, DEAD, FAILED = (
@@ -209,14 +209,13 @@ class EventMachine:
 
     def _stats(self, match: re.Match[str]) -> None:
         groups = match.groupdict()
-        if groups.get("aggregated"):
-            engine = "all"
-        else:
-            engine = str(int(groups["engine"])) if groups.get("engine") else "0"
+        engine = engine_label(groups.get("engine"), bool(groups.get("aggregated")))
+        if engine is None:
+            return
         self.counts.stats[engine] = {
             "running": float(groups["running"]),
             "waiting": float(groups["waiting"]),
-            "kv_cache_usage_ratio": float(groups["kv_percent"]) / 100.0,
+            "kv_cache_usage_ratio": round(float(groups["kv_percent"]) / 100.0, 6),
             "prompt_throughput": float(groups["prompt"]),
             "generation_throughput": float(groups["generation"]),
             "timestamp": self.clock(),
@@ -275,6 +274,16 @@ class EventMachine:
         self.last_log_time = _optional_float(data.get("last_log_time"))
         total = data.get("v0_preemption_total")
         self.v0_preemption_total = int(total) if total is not None else None
+
+
+def engine_label(index: str | None, aggregated: bool = False) -> str | None:
+    """The `engine` label for a stats line, or None when out of the bounded set."""
+    if aggregated:
+        return "all"
+    if not index:
+        return "0"
+    number = int(index)
+    return str(number) if number < MAX_ENGINES else None
 
 
 def _optional_float(value: object) -> float | None:

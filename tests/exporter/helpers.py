@@ -1,0 +1,168 @@
+"""Shared helpers for the log exporter tests: fixtures paths, a fake clock, canonical
+expositions, and a running exporter subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from vllm_log_exporter.pipeline import Pipeline
+from vllm_log_exporter.patterns import load_patterns
+
+REPO = Path(__file__).resolve().parents[2]
+LOGS = REPO / "tests" / "fixtures" / "logs"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+class FakeClock:
+    """Wall clock for tests: starts at a fixed Unix time and moves only when told."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make_pipeline(clock: Callable[[], float] | None = None, **kwargs) -> Pipeline:
+    return Pipeline(load_patterns(), clock or FakeClock(), **kwargs)
+
+
+def feed_text(pipeline: Pipeline, text: str | bytes, chunk: int | None = None) -> None:
+    """Feed text as one source (in chunks of `chunk` bytes if given), then end it."""
+    data = text.encode() if isinstance(text, str) else text
+    source = pipeline.new_source()
+    step = chunk or max(1, len(data))
+    for start in range(0, len(data), step):
+        pipeline.feed(source, data[start : start + step])
+    pipeline.flush(source)
+    pipeline.finish()
+
+
+def samples(exposition: str) -> dict[str, float]:
+    """{'name{label="v",...}': value} for every sample of a text exposition."""
+    out = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return out
+
+
+def canonical(exposition: str) -> str:
+    """Sorted `series value` lines; timestamps (wall clock) shown only as set or unset."""
+    lines = []
+    for series, value in sorted(samples(exposition).items()):
+        name = series.split("{", 1)[0]
+        if name.endswith("timestamp_seconds"):
+            shown = "<set>" if value > 0 else "0"
+        else:
+            shown = format(value, ".12g")
+        lines.append(f"{series} {shown}")
+    return "\n".join(lines) + "\n"
+
+
+def exporter_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "vllm_log_exporter.cli", *args]
+
+
+def run_once(*files: Path | str, extra: tuple[str, ...] = ()) -> str:
+    result = subprocess.run(
+        exporter_command("--once", *map(str, files), *extra), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
+    """Poll predicate until it returns something truthy (no fixed sleeps in tests)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def scrape(url: str) -> dict[str, float] | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return samples(response.read().decode())
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return None
+
+
+class ExporterProcess:
+    """`vllm-log-exporter` as a real subprocess, serving on a free loopback port."""
+
+    def __init__(self, *args: str, port: int, stdin: int | None = None, stdout: int | None = None) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.process = subprocess.Popen(
+            exporter_command("--listen", f"127.0.0.1:{port}", "--poll-interval", "0.05", *args),
+            stdin=stdin,
+            stdout=stdout if stdout is not None else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def metrics(self) -> dict[str, float]:
+        """Current samples, waiting for the server to answer."""
+        return wait_until(lambda: self._alive_scrape(), what=f"{self.url} to answer")  # type: ignore[return-value]
+
+    def _alive_scrape(self) -> dict[str, float] | None:
+        if self.process.poll() is not None:
+            raise AssertionError(f"exporter exited with {self.process.returncode}: {self.stderr()}")
+        return scrape(self.url)
+
+    def wait_for(self, series: str, value: float, timeout: float = 30.0) -> dict[str, float]:
+        def check() -> dict[str, float] | None:
+            current = self._alive_scrape()
+            return current if current is not None and current.get(series) == value else None
+
+        return wait_until(check, timeout, f"{series} == {value}")  # type: ignore[return-value]
+
+    def kill9(self) -> None:
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def terminate(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=20)
+
+    def stderr(self) -> str:
+        if self.process.poll() is None or self.process.stderr is None:
+            return ""
+        return self.process.stderr.read().decode(errors="replace")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait(timeout=10)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+@contextlib.contextmanager
+def exporter(*args: str, port: int, **kwargs) -> Iterator[ExporterProcess]:
+    process = ExporterProcess(*args, port=port, **kwargs)
+    try:
+        yield process
+    finally:
+        process.close()

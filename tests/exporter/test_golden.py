@@ -1,0 +1,116 @@
+"""Golden tests: `vllm-log-exporter --once` on each committed log, against the committed
+expected exposition (tests/exporter/golden/<log name>.prom, canonical form: sorted
+samples, wall-clock timestamps shown as <set>/0).
+
+The vllm-0.32.0-cpu-*.log files are real captures (scripts/capture_vllm_logs.py); the
+constructed-*.log files are built from older releases' templates. After an intended
+change, regenerate with
+
+    VLLM_LOG_EXPORTER_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/exporter/test_golden.py
+
+and review the diff. The explicit assertions below pin what each log must yield, so a
+regenerated golden file cannot silently bless a wrong count.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .helpers import GOLDEN, LOGS, canonical, run_once, samples
+
+LOG_FILES = sorted(p.name for p in LOGS.glob("*.log"))
+
+# What each log must produce: the rules of counting, case by case.
+EXPECTED_EVENTS = {
+    # Real: startup, traffic with 400/404 validation errors and /health probes, a stats line
+    # under load, SIGTERM. 0.32 logs "AsyncLLM output_handler failed" + EngineDeadError
+    # after the shutdown began: a normal shutdown is not an engine death.
+    "vllm-0.32.0-cpu-normal.log": dict(startup_complete=1, shutdown=1),
+    # Real: kill -9 of EngineCore: the API server's WARNING, output_handler ERROR and
+    # EngineDeadError are one death; /health 503 probes are not request errors.
+    "vllm-0.32.0-cpu-engine-killed.log": dict(startup_complete=1, engine_dead=1, shutdown=1),
+    # Real: --max-model-len 16M on a 1 GiB CPU KV cache. EngineCore's error, the raw
+    # `Process EngineCore:` copy, the worker dying and the API server's RuntimeError are
+    # one startup failure, never an engine death.
+    "vllm-0.32.0-cpu-startup-failed.log": dict(startup_failed=1),
+    # Real: RLIMIT_AS on the model worker, then a burst: DefaultCPUAllocator fails in the
+    # worker (2 copies), EngineCore and the API server repeat it; 32 requests get 500.
+    "vllm-0.32.0-cpu-runtime-oom.log": dict(
+        startup_complete=1, oom=1, engine_dead=1, request_error=32, shutdown=1
+    ),
+    "constructed-v0.4-async-engine-dead.log": dict(
+        startup_complete=1, engine_dead=1, request_error=2, preemption=51
+    ),
+    "constructed-v0.6-mq-engine-dead.log": dict(
+        startup_complete=1, engine_dead=1, request_error=1, shutdown=1
+    ),
+    "constructed-v0.8-startup-kv-cache-too-small.log": dict(startup_failed=1),
+    "constructed-v0.11-ansi-prefix-runtime-oom.log": dict(
+        startup_complete=1, oom=1, engine_dead=1, request_error=1, shutdown=1
+    ),
+    "constructed-v0.32-json-logging.log": dict(
+        startup_complete=1, request_error=1, preemption=4, shutdown=1, startup_failed=1
+    ),
+}
+EXPECTED_REASONS = {
+    "vllm-0.32.0-cpu-startup-failed.log": "kv_cache_too_small",
+    "constructed-v0.8-startup-kv-cache-too-small.log": "kv_cache_too_small",
+    "constructed-v0.32-json-logging.log": "no_cache_memory",
+}
+EVENTS = ("oom", "engine_dead", "startup_failed", "preemption", "request_error", "startup_complete", "shutdown")
+
+
+def test_every_log_fixture_has_expectations() -> None:
+    assert sorted(EXPECTED_EVENTS) == LOG_FILES
+
+
+@pytest.mark.parametrize("name", LOG_FILES)
+def test_golden_exposition(name: str) -> None:
+    observed = canonical(run_once(LOGS / name))
+    golden = GOLDEN / (name.removesuffix(".log") + ".prom")
+    if os.environ.get("VLLM_LOG_EXPORTER_UPDATE_GOLDEN"):
+        golden.write_text(observed, encoding="utf-8")
+    assert golden.read_text(encoding="utf-8") == observed
+
+
+@pytest.mark.parametrize("name", LOG_FILES)
+def test_event_counts(name: str) -> None:
+    observed = samples(run_once(LOGS / name))
+    expected = {event: EXPECTED_EVENTS[name].get(event, 0) for event in EVENTS}
+    assert {e: observed[f'vllm_log_events_total{{event="{e}"}}'] for e in EVENTS} == expected
+    failures = {k: v for k, v in observed.items() if k.startswith("vllm_log_startup_failures_total") and v}
+    reason = EXPECTED_REASONS.get(name)
+    assert failures == ({f'vllm_log_startup_failures_total{{reason="{reason}"}}': 1.0} if reason else {})
+    assert observed["vllm_log_lines_total"] == (LOGS / name).read_bytes().count(b"\n")
+    assert observed["vllm_log_undecodable_lines_total"] == 0
+
+
+def test_stats_gauges_from_the_real_normal_run() -> None:
+    observed = samples(run_once(LOGS / "vllm-0.32.0-cpu-normal.log"))
+    # The last stats line of the capture: the idle interval after the load.
+    assert observed['vllm_log_requests_running{engine="0"}'] == 0
+    assert observed['vllm_log_requests_waiting{engine="0"}'] == 0
+    assert observed['vllm_log_kv_cache_usage_ratio{engine="0"}'] == 0
+    assert observed['vllm_log_prompt_throughput_tokens_per_second{engine="0"}'] == 5.5
+    assert observed['vllm_log_generation_throughput_tokens_per_second{engine="0"}'] == 1258.9
+    assert observed['vllm_log_stats_last_timestamp_seconds{engine="0"}'] > 0
+
+
+def test_stats_gauges_under_load_from_the_ansi_fixture() -> None:
+    observed = samples(run_once(LOGS / "constructed-v0.11-ansi-prefix-runtime-oom.log"))
+    assert observed['vllm_log_requests_running{engine="0"}'] == 31
+    assert observed['vllm_log_requests_waiting{engine="0"}'] == 7
+    assert observed['vllm_log_kv_cache_usage_ratio{engine="0"}'] == 0.973
+
+
+def test_logs_are_one_stream_in_order() -> None:
+    """--once FILE FILE reads the files as one log: the second server run starts afresh."""
+    observed = samples(
+        run_once(LOGS / "vllm-0.32.0-cpu-engine-killed.log", LOGS / "vllm-0.32.0-cpu-runtime-oom.log")
+    )
+    assert observed['vllm_log_events_total{event="engine_dead"}'] == 2
+    assert observed['vllm_log_events_total{event="oom"}'] == 1
+    assert observed['vllm_log_events_total{event="startup_complete"}'] == 2
+    assert observed['vllm_log_events_total{event="shutdown"}'] == 2

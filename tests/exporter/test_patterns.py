@@ -1,0 +1,212 @@
+"""patterns.yaml: every entry is reachable, its anchor is sound, and bad files fail at load."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from vllm_log_exporter.lines import clean_line
+from vllm_log_exporter.patterns import (
+    EVENTS,
+    KINDS,
+    REASONS,
+    PatternError,
+    default_patterns_text,
+    load_patterns,
+)
+from vllm_log_exporter.records import parse_line
+
+from .helpers import LOGS, feed_text, make_pipeline
+
+PATTERNS = load_patterns()
+NAMES = [p.name for p in PATTERNS]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sample_is_classified_by_its_own_pattern(name: str) -> None:
+    """First match wins, so an entry shadowed by an earlier one would be dead code."""
+    pattern = next(p for p in PATTERNS if p.name == name)
+    hit = PATTERNS.match_line(clean_line(pattern.sample.encode()))
+    if pattern.kind == "ignore":
+        assert hit is None
+    else:
+        assert hit is not None and hit[0].name == name
+
+
+def _literal_runs(regex: str) -> list[str]:
+    """Runs of literal characters every match of regex contains (groups inlined)."""
+    try:
+        from re import _parser as sre_parse  # Python >= 3.11
+    except ImportError:  # pragma: no cover
+        import sre_parse  # type: ignore[no-redef]
+    from re import _constants as c
+
+    runs: list[str] = []
+
+    def walk(items, current: list[str]) -> list[str]:
+        for op, arg in items:
+            if op is c.LITERAL:
+                current.append(chr(arg))
+            elif op is c.SUBPATTERN and not any(o is c.BRANCH for o, _ in arg[-1]):
+                current = walk(arg[-1], current)  # a plain group: part of the same run
+            else:
+                runs.append("".join(current))
+                current = []
+                if op is c.SUBPATTERN:
+                    walk(arg[-1], [])
+                elif op is c.BRANCH:
+                    for branch in arg[1]:
+                        runs.append("".join(walk(branch, [])))
+        return current
+
+    runs.append("".join(walk(sre_parse.parse(regex), [])))
+    return runs
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_anchor_is_literal_text_of_the_regex(name: str) -> None:
+    pattern = next(p for p in PATTERNS if p.name == name)
+    assert any(pattern.anchor in run for run in _literal_runs(pattern.regex.pattern))
+
+
+def test_anchors_never_occur_in_access_or_stats_lines() -> None:
+    """Otherwise the fast path would treat every common line as a candidate."""
+    common = []
+    for log in LOGS.glob("vllm-0.32.0-*.log"):
+        for raw in log.read_bytes().split(b"\n"):
+            line = clean_line(raw)
+            if ' HTTP/1.1" ' in line or "Avg prompt throughput: " in line:
+                common.append(line)
+    assert len(common) > 100
+    for anchor in PATTERNS.anchors:
+        if anchor in ('" 5', "Avg prompt throughput: "):
+            continue  # the two anchors meant for those lines
+        offenders = [line for line in common if anchor in line]
+        assert offenders == [], anchor
+
+
+def test_label_sets_are_the_contract() -> None:
+    assert EVENTS == (
+        "oom", "engine_dead", "startup_failed", "preemption", "request_error", "startup_complete", "shutdown",
+    )
+    assert set(REASONS) >= {"kv_cache_too_small", "no_cache_memory", "out_of_memory", "engine_init_failed", "other"}
+    assert {p.reason for p in PATTERNS if p.reason} <= set(REASONS)
+    assert {p.kind for p in PATTERNS} <= KINDS
+
+
+def test_every_pattern_has_versions_and_a_source() -> None:
+    for pattern in PATTERNS:
+        assert pattern.versions, pattern.name
+        assert pattern.source in ("captured", "template"), pattern.name
+
+
+def test_captured_samples_are_really_in_the_captures() -> None:
+    captured = b"".join(p.read_bytes() for p in LOGS.glob("vllm-0.32.0-*.log")).decode()
+    for pattern in PATTERNS:
+        if pattern.source == "captured":
+            assert pattern.sample in captured, pattern.name
+
+
+def test_traceback_frames_never_match() -> None:
+    """Indented lines (frames, quoted source) are skipped: code is not an event."""
+    line = (
+        '(EngineCore pid=1) ERROR 11-29 09:56:15 [core.py:1510]     raise RuntimeError("CUDA out of memory. '
+        'Tried to allocate 1 GiB")'
+    )
+    assert PATTERNS.match_line(line) is None
+    assert PATTERNS.match_line('    raise AsyncEngineDeadError("Background loop is stopped.")') is None
+
+
+def test_request_controlled_text_never_counts() -> None:
+    """A client choosing the path, or a prompt echoed by request logging, is not an event."""
+    pipeline = make_pipeline()
+    feed_text(
+        pipeline,
+        'INFO:     10.0.0.9:4000 - "GET /torch.OutOfMemoryError HTTP/1.1" 404 Not Found\n'
+        'INFO:     10.0.0.9:4001 - "GET /EngineDeadError:%20x HTTP/1.1" 404 Not Found\n'
+        "INFO 05-26 22:21:00 async_llm_engine.py:529] Received request cmpl-1: prompt: 'EngineCore "
+        "encountered a fatal error. torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB', "
+        "params: SamplingParams(n=1)\n",
+    )
+    assert pipeline.counts.events == dict.fromkeys(EVENTS, 0)
+
+
+def test_packaged_patterns_file_is_the_default() -> None:
+    text = default_patterns_text()
+    assert "patterns:" in text
+    assert len(PATTERNS) == text.count("\n  - name: ")
+
+
+def _write(tmp_path: Path, entry: str) -> Path:
+    path = tmp_path / "patterns.yaml"
+    path.write_text("patterns:\n" + entry, encoding="utf-8")
+    return path
+
+
+GOOD = """\
+  - name: custom_oom
+    kind: oom
+    reason: out_of_memory
+    anchor: "out of memory"
+    regex: 'NPU out of memory'
+    sample: "ERROR 01-01 00:00:00 [x.py:1] NPU out of memory"
+"""
+
+
+def test_a_custom_patterns_file_is_used(tmp_path: Path) -> None:
+    patterns = load_patterns(_write(tmp_path, GOOD))
+    assert [p.name for p in patterns] == ["custom_oom"]
+    assert patterns.match_line("ERROR 01-01 00:00:00 [x.py:1] NPU out of memory") is not None
+
+
+@pytest.mark.parametrize(
+    ("replace", "by", "message"),
+    [
+        ("kind: oom", "kind: explosion", "unknown kind 'explosion'"),
+        ("reason: out_of_memory", "reason: bad_luck", "unknown reason 'bad_luck'"),
+        ("regex: 'NPU out of memory'", "regex: 'NPU (out'", "invalid regex"),
+        ("regex: 'NPU out of memory'", "regex: 'GPU out of memory'", "does not match its own sample"),
+        ('anchor: "out of memory"', 'anchor: "exploded"', "does not contain the anchor"),
+        ("    sample:", "    colour: red\n    sample:", "unknown field(s): colour"),
+        ("name: custom_oom", "name: ''", "non-empty string 'name'"),
+    ],
+)
+def test_invalid_patterns_fail_at_load(tmp_path: Path, replace: str, by: str, message: str) -> None:
+    assert replace in GOOD
+    with pytest.raises(PatternError, match=re.escape(message)):
+        load_patterns(_write(tmp_path, GOOD.replace(replace, by)))
+
+
+def test_duplicate_names_and_startup_failures_without_reason_fail(tmp_path: Path) -> None:
+    with pytest.raises(PatternError, match="defined twice"):
+        load_patterns(_write(tmp_path, GOOD + GOOD))
+    no_reason = GOOD.replace("kind: oom", "kind: startup_failed").replace("    reason: out_of_memory\n", "")
+    with pytest.raises(PatternError, match="without a 'reason'"):
+        load_patterns(_write(tmp_path, no_reason))
+
+
+def test_unreadable_or_malformed_files_fail(tmp_path: Path) -> None:
+    with pytest.raises(PatternError, match="cannot read patterns file"):
+        load_patterns(tmp_path / "absent.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("patterns: [\n", encoding="utf-8")
+    with pytest.raises(PatternError, match="not valid YAML"):
+        load_patterns(bad)
+    bad.write_text("- just a list\n", encoding="utf-8")
+    with pytest.raises(PatternError, match="'patterns' list"):
+        load_patterns(bad)
+
+
+def test_messages_are_matched_after_the_header() -> None:
+    """Anchored regexes see the message, whatever prefix docker or journald add."""
+    for line in (
+        "INFO:     Application startup complete.",
+        "(APIServer pid=1) INFO:     Application startup complete.",
+        "2026-11-29T08:44:57.123456789Z INFO:     Application startup complete.",
+    ):
+        record = parse_line(line)
+        assert record.messages == ["Application startup complete."], line
+        hit = PATTERNS.match_line(line)
+        assert hit is not None and hit[0].name == "application_startup_complete"
