@@ -29,8 +29,10 @@ Rules:
 * request_error and preemption count every occurrence.
 
 Times: the line's own timestamp when it has one, else the last one seen (raw traceback
-lines carry none). Log times have no year and no zone, so they are only compared with
-each other. Exported timestamps use the injected wall clock.
+lines carry none). Only the lines the scanner selects are seen here, so log time advances
+with those (every failure and lifecycle line, and the last stats line of each block); lines
+with no pattern never move it. Log times have no year and no zone, so they are only
+compared with each other. Exported timestamps use the injected wall clock.
 """
 
 from __future__ import annotations
