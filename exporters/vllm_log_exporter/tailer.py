@@ -88,6 +88,7 @@ class FileSource:
         self.offset = 0
         self.status = "missing"
         self.error: str | None = None  # reason of the current error episode
+        self.first_attempt = True  # --from-end only skips what a file held at startup
 
     # -- public --------------------------------------------------------------------------
 
@@ -175,6 +176,7 @@ class FileSource:
     # -- opening -------------------------------------------------------------------------
 
     def _open(self) -> bool:
+        first_attempt, self.first_attempt = self.first_attempt, False
         try:
             fd = self.opener(self.path)
         except FileNotFoundError:
@@ -192,7 +194,7 @@ class FileSource:
             self._report("io_error", f"{self.path} is not a regular file or pipe; will retry")
             return False
         identity = (info.st_dev, info.st_ino)
-        offset, skipping = self._start_offset(identity, info.st_size)
+        offset, skipping = self._start_offset(identity, info.st_size, first_attempt)
         if offset:
             os.lseek(fd, offset, os.SEEK_SET)
         self.fd, self.identity, self.offset, self.deleted = fd, identity, offset, False
@@ -202,7 +204,7 @@ class FileSource:
         self.error, self.status = None, "reading"
         return True
 
-    def _start_offset(self, identity: tuple[int, int], size: int) -> tuple[int, bool]:
+    def _start_offset(self, identity: tuple[int, int], size: int, first_attempt: bool) -> tuple[int, bool]:
         """Where to start reading a file just opened at the path, and whether that is
         inside an oversized line."""
         if self.resume is not None:  # first open after a restart with --state-file
@@ -215,8 +217,9 @@ class FileSource:
             self._drain_rotated(saved)  # rotated while we were down
             self._count("rotations")
             return 0, False
-        if self.identity is None:  # first open ever: the whole file, or only what comes next
-            return (size if self.start_at_end else 0), False
+        if self.identity is None:  # first file at the path: all of it, or (--from-end, when it
+            # already existed at startup) only what comes next; a file created later is all new
+            return (size if self.start_at_end and first_attempt else 0), False
         if self.deleted or identity != self.identity:  # a new file at the path
             self._count("rotations")
             return 0, False
