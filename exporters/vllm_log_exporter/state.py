@@ -32,10 +32,14 @@ class StateError(ValueError):
 
 def snapshot(pipeline: Pipeline, tailer: Tailer) -> dict[str, Any]:
     with pipeline.lock:
+        counts = pipeline.counts.to_json()
+        # A partial last line is re-read after a restart (the offsets exclude it), so its
+        # bytes are not part of the saved total either.
+        counts["bytes"] -= tailer.pending_bytes()
         return {
             "version": FORMAT_VERSION,
             "files": tailer.resume_points(),
-            "counts": pipeline.counts.to_json(),
+            "counts": counts,
             "events": pipeline.machine.to_json(),
         }
 

@@ -356,6 +356,10 @@ class Tailer:
             self.pipeline.counts.unread_bytes = unread
             self.pipeline.counts.files.update(states)
 
+    def pending_bytes(self) -> int:
+        """Bytes of partial lines held by the file sources (not committed yet)."""
+        return sum(source.assembler.pending_bytes for source in self.files if source.fd is not None)
+
     def resume_points(self) -> dict[str, dict[str, Any]]:
         points = {}
         for source in self.files:

@@ -155,8 +155,10 @@ class ExporterProcess:
             if self.process.poll() is None:
                 self.process.kill()
             self.process.wait(timeout=10)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
 
 @contextlib.contextmanager
