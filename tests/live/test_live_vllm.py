@@ -35,11 +35,12 @@ MAY_BE_EMPTY: dict[str, str] = {}
 @contextlib.contextmanager
 def log_exporter(log: Path, workdir: Path) -> Iterator[str]:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "vllm_log_exporter.cli", "--log-file", str(log), "--listen", f"127.0.0.1:{port}"],
-        stdout=(workdir / "exporter.out").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    with (workdir / "exporter.out").open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "vllm_log_exporter.cli", "--log-file", str(log), "--listen", f"127.0.0.1:{port}"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
