@@ -54,8 +54,12 @@ def log_has(path: Path, pattern: bytes) -> bool:
 
 
 def long_generation(server: VllmServer, max_tokens: int = 600) -> int:
-    body = {"model": MODEL_NAME, "prompt": "The KV cache fills up", "max_tokens": max_tokens,
-            "ignore_eos": True}
+    body = {
+        "model": MODEL_NAME,
+        "prompt": "The KV cache fills up",
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+    }
     return http_post_json(server.url + "/v1/completions", body, timeout=300)[0]
 
 
@@ -117,8 +121,10 @@ def capture_startup_failed(log: Path) -> None:
     server = VllmServer(
         log,
         extra_args=[
-            "--max-model-len", str(length),
-            "--hf-overrides", f'{{"max_position_embeddings": {length}}}',
+            "--max-model-len",
+            str(length),
+            "--hf-overrides",
+            f'{{"max_position_embeddings": {length}}}',
         ],
         extra_env={"VLLM_CPU_KVCACHE_SPACE": "1"},
     )
@@ -210,17 +216,26 @@ SCENARIOS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                        help=f"any of {', '.join(SCENARIOS)} (default: all)")
+    parser.add_argument(
+        "scenarios",
+        nargs="*",
+        metavar="SCENARIO",
+        help=f"any of {', '.join(SCENARIOS)} (default: all)",
+    )
     parser.add_argument("--out", type=Path, default=FIXTURES, help="directory for <scenario>.log")
-    parser.add_argument("--oom-margins-mib", type=lambda v: [int(x) for x in v.split(",")],
-                        default=[32, 24, 48, 16, 64],
-                        help="address space (MiB, comma-separated, tried in order) the model "
-                        "worker may still map after startup")
+    parser.add_argument(
+        "--oom-margins-mib",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[32, 24, 48, 16, 64],
+        help="address space (MiB, comma-separated, tried in order) the model "
+        "worker may still map after startup",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.scenarios) - set(SCENARIOS))
     if unknown:
-        parser.error(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
+        parser.error(
+            f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.scenarios or list(SCENARIOS):
         log = args.out / f"vllm-0.32.0-cpu-{name.replace('_', '-')}.log"

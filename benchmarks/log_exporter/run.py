@@ -143,8 +143,19 @@ def exporter_command(log: Path) -> list[str]:
 
 def mtail_command(log: Path, progs: Path) -> list[str]:
     return [
-        str(MTAIL), "--one_shot", "--one_shot_format", "prometheus", "--progs", str(progs),
-        "--logs", str(log), "--logtostderr", "--address", "127.0.0.1", "--port", str(free_port()),
+        str(MTAIL),
+        "--one_shot",
+        "--one_shot_format",
+        "prometheus",
+        "--progs",
+        str(progs),
+        "--logs",
+        str(log),
+        "--logtostderr",
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
     ]
 
 
@@ -158,50 +169,79 @@ def main(argv: list[str] | None = None) -> int:
     WORK.mkdir(exist_ok=True)
     progs = WORK / "progs"
     progs.mkdir(exist_ok=True)
-    subprocess.run([sys.executable, str(HERE / "make_mtail.py"), str(progs / "vllm.mtail")], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(HERE / "make_mtail.py"), str(progs / "vllm.mtail")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     if (progs / "vllm.mtail").read_bytes() != (HERE / "vllm.mtail").read_bytes():
         print("warning: vllm.mtail is stale; run make_mtail.py and commit it", file=sys.stderr)
 
     log = WORK / f"vllm-{args.lines}.log"
     composition = build_input(log, args.lines)
     size = log.stat().st_size
-    print(f"input: {log.relative_to(REPO)}: {composition['lines']:,} lines, {size / 1e6:.1f} MB, "
-          f"{composition['sessions']} server sessions, {composition['other']:,} lines other than "
-          f"access/stats ({100 * composition['other'] / composition['lines']:.2f}%)")
+    print(
+        f"input: {log.relative_to(REPO)}: {composition['lines']:,} lines, {size / 1e6:.1f} MB, "
+        f"{composition['sessions']} server sessions, {composition['other']:,} lines other than "
+        f"access/stats ({100 * composition['other'] / composition['lines']:.2f}%)"
+    )
 
     results: dict[str, list[tuple[float, int]]] = {"vllm-log-exporter": [], "mtail": []}
     for attempt in range(args.repeat):
-        for tool, command in (("vllm-log-exporter", exporter_command(log)), ("mtail", mtail_command(log, progs))):
+        for tool, command in (
+            ("vllm-log-exporter", exporter_command(log)),
+            ("mtail", mtail_command(log, progs)),
+        ):
             elapsed, rss, status = run(command, WORK / f"{tool}.out")
             if status != 0:
-                print(f"{tool} failed with status {status}; see {WORK / (tool + '.stderr')}", file=sys.stderr)
+                print(
+                    f"{tool} failed with status {status}; see {WORK / (tool + '.stderr')}",
+                    file=sys.stderr,
+                )
                 return 1
             results[tool].append((elapsed, rss))
-            print(f"  run {attempt + 1}: {tool:18} {elapsed:7.3f} s  peak RSS {rss / 2**20:6.1f} MiB")
+            print(
+                f"  run {attempt + 1}: {tool:18} {elapsed:7.3f} s  peak RSS {rss / 2**20:6.1f} MiB"
+            )
 
     summary = {}
     for tool, runs in results.items():
         wall = statistics.median(r[0] for r in runs)
         rss = max(r[1] for r in runs)
         summary[tool] = wall
-        print(f"{tool:18} median {wall:7.3f} s  {composition['lines'] / wall:12,.0f} lines/s  "
-              f"{size / wall / 1e6:8.1f} MB/s  peak RSS {rss / 2**20:6.1f} MiB")
-    print(f"ratio (mtail time / exporter time): {summary['mtail'] / summary['vllm-log-exporter']:.1f}x")
+        print(
+            f"{tool:18} median {wall:7.3f} s  {composition['lines'] / wall:12,.0f} lines/s  "
+            f"{size / wall / 1e6:8.1f} MB/s  peak RSS {rss / 2**20:6.1f} MiB"
+        )
+    print(
+        "ratio (mtail time / exporter time): "
+        f"{summary['mtail'] / summary['vllm-log-exporter']:.1f}x"
+    )
     print("events (exporter: incidents; mtail: raw matching lines):")
     for tool in results:
-        found = re.findall(rb'^vllm_log_events_total\{event="(\w+)"[^}]*\} (\S+)', (WORK / f"{tool}.out").read_bytes(), re.M)
+        found = re.findall(
+            rb'^vllm_log_events_total\{event="(\w+)"[^}]*\} (\S+)',
+            (WORK / f"{tool}.out").read_bytes(),
+            re.M,
+        )
         print(f"  {tool:18} " + ", ".join(f"{k.decode()}={float(v):g}" for k, v in sorted(found)))
 
     blob = WORK / "no-newline.bin"
     build_no_newline(blob, args.no_newline_mib << 20)
     elapsed, rss, status = run(exporter_command(blob), WORK / "no-newline.out")
-    print(f"no newline, {args.no_newline_mib} MiB: vllm-log-exporter {elapsed:.3f} s, peak RSS "
-          f"{rss / 2**20:.1f} MiB, status {status}")
-    oversized = re.search(rb"^vllm_log_oversized_lines_total (\S+)", (WORK / "no-newline.out").read_bytes(), re.M)
+    print(
+        f"no newline, {args.no_newline_mib} MiB: vllm-log-exporter {elapsed:.3f} s, peak RSS "
+        f"{rss / 2**20:.1f} MiB, status {status}"
+    )
+    oversized = re.search(
+        rb"^vllm_log_oversized_lines_total (\S+)", (WORK / "no-newline.out").read_bytes(), re.M
+    )
     print(f"  vllm_log_oversized_lines_total {oversized.group(1).decode() if oversized else '?'}")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-          f"mtail {subprocess.run([str(MTAIL), '--version'], capture_output=True, text=True).stdout.split()[2]}")
+    mtail_version = subprocess.run([str(MTAIL), "--version"], capture_output=True, text=True)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"mtail {mtail_version.stdout.split()[2]}"
+    )
     return 0
 
 

@@ -46,37 +46,84 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="vllm-log-exporter",
-        description="Export vLLM failure and lifecycle events found in its logs as Prometheus metrics.",
+        description="Export vLLM failure and lifecycle events found in its logs as "
+        "Prometheus metrics.",
     )
     source = parser.add_argument_group("input")
-    source.add_argument("--log-file", action="append", type=Path, default=[], metavar="PATH",
-                        help="log file to follow (repeatable); may not exist yet")
+    source.add_argument(
+        "--log-file",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="PATH",
+        help="log file to follow (repeatable); may not exist yet",
+    )
     source.add_argument("--stdin", action="store_true", help="read the log from standard input")
-    source.add_argument("--passthrough", action="store_true",
-                        help="with --stdin: copy the input to standard output")
-    source.add_argument("--once", nargs="+", type=Path, metavar="FILE",
-                        help="read FILE(s) to the end, print the metrics and exit")
+    source.add_argument(
+        "--passthrough", action="store_true", help="with --stdin: copy the input to standard output"
+    )
+    source.add_argument(
+        "--once",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="read FILE(s) to the end, print the metrics and exit",
+    )
     serve = parser.add_argument_group("serving")
-    serve.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
-                       help=f"where to serve /metrics (default {DEFAULT_LISTEN}; "
-                       "0.0.0.0:9400 in a container)")
-    serve.add_argument("--state-file", type=Path, metavar="PATH",
-                       help="remember file positions and counts here, to resume after a restart")
-    serve.add_argument("--from-end", action="store_true",
-                       help="skip what a file already holds when first seen (default: read it all)")
-    serve.add_argument("--poll-interval", type=float, default=0.5, metavar="SECONDS",
-                       help="how often to look for new data when idle (default 0.5)")
-    serve.add_argument("--linger", type=float, default=60.0, metavar="SECONDS",
-                       help="with --stdin only: keep serving this long after the input ends "
-                       "(default 60), so the last events get scraped")
+    serve.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"where to serve /metrics (default {DEFAULT_LISTEN}; 0.0.0.0:9400 in a container)",
+    )
+    serve.add_argument(
+        "--state-file",
+        type=Path,
+        metavar="PATH",
+        help="remember file positions and counts here, to resume after a restart",
+    )
+    serve.add_argument(
+        "--from-end",
+        action="store_true",
+        help="skip what a file already holds when first seen (default: read it all)",
+    )
+    serve.add_argument(
+        "--poll-interval",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="how often to look for new data when idle (default 0.5)",
+    )
+    serve.add_argument(
+        "--linger",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --stdin only: keep serving this long after the input ends "
+        "(default 60), so the last events get scraped",
+    )
     tuning = parser.add_argument_group("tuning")
-    tuning.add_argument("--patterns", type=Path, metavar="FILE",
-                        help="use this patterns file instead of the built-in one")
-    tuning.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, metavar="N",
-                        help=f"longer lines are counted and skipped (default {DEFAULT_MAX_LINE_BYTES})")
-    tuning.add_argument("--dedup-window", type=float, default=Settings.window, metavar="SECONDS",
-                        help="log-time window in which repeated failure lines are one incident "
-                        f"(default {Settings.window:g})")
+    tuning.add_argument(
+        "--patterns",
+        type=Path,
+        metavar="FILE",
+        help="use this patterns file instead of the built-in one",
+    )
+    tuning.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help=f"longer lines are counted and skipped (default {DEFAULT_MAX_LINE_BYTES})",
+    )
+    tuning.add_argument(
+        "--dedup-window",
+        type=float,
+        default=Settings.window,
+        metavar="SECONDS",
+        help="log-time window in which repeated failure lines are one incident "
+        f"(default {Settings.window:g})",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -93,7 +140,9 @@ def check_args(args: argparse.Namespace) -> None:
         for name in ("log_file", "stdin", "state_file"):
             if getattr(args, name):
                 option = "--" + name.replace("_", "-")
-                raise UsageError(f"--once reads files and exits, so it cannot be combined with {option}")
+                raise UsageError(
+                    f"--once reads files and exits, so it cannot be combined with {option}"
+                )
         missing = [str(p) for p in args.once if not p.is_file()]
         if missing:
             raise UsageError(f"--once: no such file: {', '.join(missing)}")
@@ -104,7 +153,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.max_line_bytes < 1024:
         raise UsageError("--max-line-bytes must be at least 1024")
     if args.poll_interval <= 0 or args.dedup_window <= 0 or args.linger < 0:
-        raise UsageError("--poll-interval and --dedup-window must be positive, --linger not negative")
+        raise UsageError(
+            "--poll-interval and --dedup-window must be positive, --linger not negative"
+        )
     parse_listen(args.listen)
 
 
@@ -131,7 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def run_once(pipeline: Pipeline, files: Sequence[Path], out: Callable[[bytes], object] | None = None) -> int:
+def run_once(
+    pipeline: Pipeline, files: Sequence[Path], out: Callable[[bytes], object] | None = None
+) -> int:
     """Read files to their end (in order, as one log), print the exposition."""
     for path in files:
         source = pipeline.new_source()
@@ -162,15 +215,23 @@ def serve(pipeline: Pipeline, args: argparse.Namespace) -> int:
     ]
     stream = None
     if args.stdin:
-        stream = StreamSource(sys.stdin.fileno(), pipeline,
-                              passthrough_fd=sys.stdout.fileno() if args.passthrough else None)
+        stream = StreamSource(
+            sys.stdin.fileno(),
+            pipeline,
+            passthrough_fd=sys.stdout.fileno() if args.passthrough else None,
+        )
     tailer = Tailer(pipeline, files, stream)
 
     host, port = parse_listen(args.listen)
     try:
-        server, _thread = start_http_server(port, host, build_registry(pipeline.counts, pipeline.lock))
+        server, _thread = start_http_server(
+            port, host, build_registry(pipeline.counts, pipeline.lock)
+        )
     except OSError as exc:
-        print(f"vllm-log-exporter: error: cannot listen on {args.listen}: {exc.strerror}", file=sys.stderr)
+        print(
+            f"vllm-log-exporter: error: cannot listen on {args.listen}: {exc.strerror}",
+            file=sys.stderr,
+        )
         return 1
     stop = threading.Event()
 

@@ -34,7 +34,9 @@ a bounded set even if a garbled line carries `Engine 987654:`."""
 
 
 def _valid_engine(label: str) -> bool:
-    return label == "all" or (label.isdigit() and str(int(label)) == label and int(label) < MAX_ENGINES)
+    return label == "all" or (
+        label.isdigit() and str(int(label)) == label and int(label) < MAX_ENGINES
+    )
 
 
 @dataclass
@@ -82,7 +84,14 @@ class Counts:
         for engine, gauges in dict(data.get("stats", {})).items():
             if _valid_engine(str(engine)) and all(k in gauges for k in STATS_GAUGES):
                 counts.stats[str(engine)] = {k: float(gauges[k]) for k in STATS_GAUGES}
-        for name in ("lines", "bytes", "undecodable_lines", "oversized_lines", "rotations", "truncations"):
+        for name in (
+            "lines",
+            "bytes",
+            "undecodable_lines",
+            "oversized_lines",
+            "rotations",
+            "truncations",
+        ):
             setattr(counts, name, int(data.get(name, 0)))
         counts.last_read_time = float(data.get("last_read_time", 0.0))
         return counts

@@ -18,8 +18,16 @@ from .counts import FILE_STATES, READ_ERROR_REASONS, Counts
 from .patterns import EVENTS, REASONS
 
 _STATS_FAMILIES = (
-    ("vllm_log_requests_running", "running", "Requests running, from the last periodic stats line."),
-    ("vllm_log_requests_waiting", "waiting", "Requests waiting, from the last periodic stats line."),
+    (
+        "vllm_log_requests_running",
+        "running",
+        "Requests running, from the last periodic stats line.",
+    ),
+    (
+        "vllm_log_requests_waiting",
+        "waiting",
+        "Requests waiting, from the last periodic stats line.",
+    ),
     (
         "vllm_log_kv_cache_usage_ratio",
         "kv_cache_usage_ratio",

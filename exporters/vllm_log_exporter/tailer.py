@@ -49,7 +49,9 @@ class Resume:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Resume:
-        return cls(int(data["device"]), int(data["inode"]), int(data["offset"]), bool(data.get("skipping")))
+        return cls(
+            int(data["device"]), int(data["inode"]), int(data["offset"]), bool(data.get("skipping"))
+        )
 
 
 Opener = Callable[[Path], int]
@@ -204,7 +206,9 @@ class FileSource:
         self.error, self.status = None, "reading"
         return True
 
-    def _start_offset(self, identity: tuple[int, int], size: int, first_attempt: bool) -> tuple[int, bool]:
+    def _start_offset(
+        self, identity: tuple[int, int], size: int, first_attempt: bool
+    ) -> tuple[int, bool]:
         """Where to start reading a file just opened at the path, and whether that is
         inside an oversized line."""
         if self.resume is not None:  # first open after a restart with --state-file
@@ -239,7 +243,10 @@ class FileSource:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if (info.st_dev, info.st_ino) != (saved.device, saved.inode) or info.st_size < saved.offset:
+            if (info.st_dev, info.st_ino) != (
+                saved.device,
+                saved.inode,
+            ) or info.st_size < saved.offset:
                 continue
             try:
                 fd = self.opener(Path(entry.path))
@@ -334,7 +341,9 @@ class StreamSource:
 class Tailer:
     """Polls every source once per call and keeps the live gauges up to date."""
 
-    def __init__(self, pipeline: Pipeline, files: Sequence[FileSource], stream: StreamSource | None = None) -> None:
+    def __init__(
+        self, pipeline: Pipeline, files: Sequence[FileSource], stream: StreamSource | None = None
+    ) -> None:
         self.pipeline = pipeline
         self.files = list(files)
         self.stream = stream

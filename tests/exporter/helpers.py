@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-
-from vllm_log_exporter.pipeline import Pipeline
 from vllm_log_exporter.patterns import load_patterns
+from vllm_log_exporter.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 LOGS = REPO / "tests" / "fixtures" / "logs"
@@ -81,13 +80,18 @@ def exporter_command(*args: str) -> list[str]:
 
 def run_once(*files: Path | str, extra: tuple[str, ...] = ()) -> str:
     result = subprocess.run(
-        exporter_command("--once", *map(str, files), *extra), capture_output=True, text=True, timeout=120
+        exporter_command("--once", *map(str, files), *extra),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
+def wait_until(
+    predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition"
+) -> object:
     """Poll predicate until it returns something truthy (no fixed sleeps in tests)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -110,7 +114,9 @@ def scrape(url: str) -> dict[str, float] | None:
 class ExporterProcess:
     """`vllm-log-exporter` as a real subprocess, serving on a free loopback port."""
 
-    def __init__(self, *args: str, port: int, stdin: int | None = None, stdout: int | None = None) -> None:
+    def __init__(
+        self, *args: str, port: int, stdin: int | None = None, stdout: int | None = None
+    ) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}/metrics"
         self.process = subprocess.Popen(

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from vllm_log_exporter.patterns import EVENTS
 
 from tests.support.vllm_server import free_port
-from vllm_log_exporter.patterns import EVENTS
 
 from .helpers import LOGS, exporter, exporter_command, run_once, samples, wait_until
 
@@ -19,8 +19,13 @@ START = (
     "(APIServer pid=1) INFO 11-29 10:00:00 [api_utils.py:286] non-default args: {}\n"
     "INFO:     Application startup complete.\n"
 )
-DEATH = "(APIServer pid=1) ERROR 11-29 10:05:00 [async_llm.py:906] AsyncLLM output_handler failed.\n"
-OOM = "(Worker pid=9) ERROR 11-29 10:01:58 [x.py:1] RuntimeError: DefaultCPUAllocator: can't allocate memory: 1\n"
+DEATH = (
+    "(APIServer pid=1) ERROR 11-29 10:05:00 [async_llm.py:906] AsyncLLM output_handler failed.\n"
+)
+OOM = (
+    "(Worker pid=9) ERROR 11-29 10:01:58 [x.py:1] "
+    "RuntimeError: DefaultCPUAllocator: can't allocate memory: 1\n"
+)
 
 
 def append(path: Path, text: str) -> None:
@@ -36,21 +41,36 @@ def event(name: str) -> str:
     ("args", "message"),
     [
         ([], "nothing to read: give --log-file PATH, --stdin, or --once FILE"),
-        (["--log-file", "x.log", "--passthrough"], "--passthrough copies standard input, so it needs --stdin"),
-        (["--once", "{log}", "--log-file", "x.log"], "--once reads files and exits, so it cannot be combined with --log-file"),
+        (
+            ["--log-file", "x.log", "--passthrough"],
+            "--passthrough copies standard input, so it needs --stdin",
+        ),
+        (
+            ["--once", "{log}", "--log-file", "x.log"],
+            "--once reads files and exits, so it cannot be combined with --log-file",
+        ),
         (["--once", "{log}", "--state-file", "s.json"], "cannot be combined with --state-file"),
         (["--once", "/nonexistent/vllm.log"], "--once: no such file: /nonexistent/vllm.log"),
         (["--log-file", "x.log", "--listen", "9400"], "--listen expects HOST:PORT"),
         (["--log-file", "x.log", "--listen", "127.0.0.1:99999"], "--listen expects HOST:PORT"),
         (["--log-file", "x.log", "--frobnicate"], "unrecognized arguments: --frobnicate"),
-        (["--log-file", "x.log", "--max-line-bytes", "10"], "--max-line-bytes must be at least 1024"),
-        (["--once", "{log}", "--patterns", "/nonexistent.yaml"], "cannot read patterns file /nonexistent.yaml"),
+        (
+            ["--log-file", "x.log", "--max-line-bytes", "10"],
+            "--max-line-bytes must be at least 1024",
+        ),
+        (
+            ["--once", "{log}", "--patterns", "/nonexistent.yaml"],
+            "cannot read patterns file /nonexistent.yaml",
+        ),
     ],
 )
 def test_usage_errors_are_one_sentence_and_exit_2(args: list[str], message: str) -> None:
     log = str(LOGS / "vllm-0.32.0-cpu-normal.log")
     result = subprocess.run(
-        exporter_command(*(a.replace("{log}", log) for a in args)), capture_output=True, text=True, timeout=60
+        exporter_command(*(a.replace("{log}", log) for a in args)),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert result.stdout == ""
@@ -63,13 +83,22 @@ def test_a_corrupt_state_file_is_a_clear_error(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     state.write_text("{not json")
     result = subprocess.run(
-        exporter_command("--log-file", str(tmp_path / "x.log"), "--state-file", str(state),
-                         "--listen", f"127.0.0.1:{free_port()}"),
-        capture_output=True, text=True, timeout=60,
+        exporter_command(
+            "--log-file",
+            str(tmp_path / "x.log"),
+            "--state-file",
+            str(state),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        f"vllm-log-exporter: error: state file {state} is not valid JSON; move it away to start afresh"
+        f"vllm-log-exporter: error: state file {state} is not valid JSON; "
+        "move it away to start afresh"
     )
 
 
@@ -79,8 +108,12 @@ def test_port_in_use_exits_1(tmp_path: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         result = subprocess.run(
-            exporter_command("--log-file", str(tmp_path / "x.log"), "--listen", f"127.0.0.1:{port}"),
-            capture_output=True, text=True, timeout=60,
+            exporter_command(
+                "--log-file", str(tmp_path / "x.log"), "--listen", f"127.0.0.1:{port}"
+            ),
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
@@ -91,9 +124,13 @@ def test_once_on_an_empty_file_exports_every_series_at_zero(tmp_path: Path) -> N
     empty.write_bytes(b"")
     observed = samples(run_once(empty))
     assert {e: observed[event(e)] for e in EVENTS} == dict.fromkeys(EVENTS, 0)
-    assert all(observed[f'vllm_log_last_event_timestamp_seconds{{event="{e}"}}'] == 0 for e in EVENTS)
+    assert all(
+        observed[f'vllm_log_last_event_timestamp_seconds{{event="{e}"}}'] == 0 for e in EVENTS
+    )
     assert observed["vllm_log_lines_total"] == 0
-    assert not any(k.startswith("vllm_log_requests_running") for k in observed)  # no stats line seen
+    assert not any(
+        k.startswith("vllm_log_requests_running") for k in observed
+    )  # no stats line seen
     assert observed['vllm_log_exporter_build_info{version="0.1.0"}'] == 1
 
 
@@ -130,10 +167,14 @@ def test_kill_9_and_restart_with_state_file(tmp_path: Path) -> None:
     log.write_text(START + OOM)
     with exporter("--log-file", str(log), "--state-file", str(state), port=port) as first:
         first.wait_for(event("oom"), 1)
-        wait_until(lambda: _save_points(state) == log.stat().st_size, what="the state file to catch up")
+        wait_until(
+            lambda: _save_points(state) == log.stat().st_size, what="the state file to catch up"
+        )
         # The rest of the same incident arrives, then the exporter is killed mid-incident.
         append(log, OOM.replace("10:01:58", "10:02:05") + "partial line without its end")
-        wait_until(lambda: first.metrics()["vllm_log_lines_total"] == 4, what="the repeat to be read")
+        wait_until(
+            lambda: first.metrics()["vllm_log_lines_total"] == 4, what="the repeat to be read"
+        )
         first.kill9()
     append(log, " ... and its end\n" + OOM.replace("10:01:58", "10:02:10") + DEATH)
     with exporter("--log-file", str(log), "--state-file", str(state), port=port) as second:
@@ -177,14 +218,25 @@ def test_kill_9_at_any_point_of_a_growing_log_matches_reading_it_once(tmp_path: 
                 assert running.terminate() == 0
     once = samples(run_once(log))
     assert {e: final[event(e)] for e in EVENTS} == {e: once[event(e)] for e in EVENTS}
-    assert final[event("oom")] == 12 and final[event("engine_dead")] == 12 and final[event("request_error")] == 12
+    assert (
+        final[event("oom")] == 12
+        and final[event("engine_dead")] == 12
+        and final[event("request_error")] == 12
+    )
     assert final["vllm_log_lines_total"] == once["vllm_log_lines_total"] == 12 * 207
 
 
 def test_stdin_with_passthrough_copies_the_console_and_exits_after_linger() -> None:
     port = free_port()
-    with exporter("--stdin", "--passthrough", "--linger", "0.5", port=port,
-                  stdin=subprocess.PIPE, stdout=subprocess.PIPE) as running:
+    with exporter(
+        "--stdin",
+        "--passthrough",
+        "--linger",
+        "0.5",
+        port=port,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    ) as running:
         process = running.process
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write((START + OOM).encode())

@@ -3,13 +3,23 @@ deaths, a normal shutdown is not a failure, probes and validation errors are not
 
 from __future__ import annotations
 
-from vllm_log_exporter.events import DEAD, FAILED, SERVING, STARTING, STOPPING, UNKNOWN, engine_label
+from vllm_log_exporter.events import (
+    DEAD,
+    FAILED,
+    SERVING,
+    STARTING,
+    STOPPING,
+    UNKNOWN,
+    engine_label,
+)
 from vllm_log_exporter.patterns import EVENTS
 
 from .helpers import FakeClock, feed_text, make_pipeline
 
 
-def line(ts: str, msg: str, level: str = "ERROR", proc: str = "EngineCore pid=7", src: str = "core.py:1") -> str:
+def line(
+    ts: str, msg: str, level: str = "ERROR", proc: str = "EngineCore pid=7", src: str = "core.py:1"
+) -> str:
     """A vLLM 0.32 logger line at 11-29 <ts>."""
     return f"({proc}) {level} 11-29 {ts} [{src}] {msg}\n"
 
@@ -18,9 +28,18 @@ def api(ts: str, msg: str, level: str = "INFO") -> str:
     return line(ts, msg, level, proc="APIServer pid=1", src="api.py:1")
 
 
-START = api("10:00:00", "non-default args: {'model': 'm'}") + "INFO:     Application startup complete.\n"
-OOM = "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried"
-DEAD_ERROR = "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above)."
+START = (
+    api("10:00:00", "non-default args: {'model': 'm'}")
+    + "INFO:     Application startup complete.\n"
+)
+OOM = (
+    "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+    "DefaultCPUAllocator: can't allocate memory: you tried"
+)
+DEAD_ERROR = (
+    "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+    "See stack trace (above)."
+)
 
 
 def events(text: str, **kwargs) -> dict[str, int]:
@@ -49,7 +68,8 @@ def test_one_runtime_oom_repeated_by_four_processes_counts_once_with_engine_dead
         + line("10:05:00", "EngineCore encountered a fatal error.")
         + line("10:05:00", f"RuntimeError: Worker failed with error '{OOM}'")
         + "Process EngineCore:\n"
-        + OOM + "\n"
+        + OOM
+        + "\n"
         + api("10:05:01", "AsyncLLM output_handler failed.", "ERROR")
         + api("10:05:01", DEAD_ERROR, "ERROR")
     )
@@ -70,7 +90,9 @@ def test_the_dedup_window_is_configurable() -> None:
 
 def test_engine_dies_once_per_life_however_often_it_is_repeated() -> None:
     """0.4.x keeps serving a dead engine: each later request repeats AsyncEngineDeadError."""
-    dead = "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.\n"
+    dead = (
+        "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.\n"
+    )
     text = START + api("10:05:00", "Engine background task failed", "ERROR") + dead
     text += api("10:08:00", "Received request cmpl-2: prompt: 'x'") + dead
     text += api("10:12:00", "Received request cmpl-3: prompt: 'y'") + dead
@@ -79,12 +101,18 @@ def test_engine_dies_once_per_life_however_often_it_is_repeated() -> None:
 
 def test_a_new_server_start_allows_a_new_death() -> None:
     death = api("10:05:00", "AsyncLLM output_handler failed.", "ERROR")
-    text = START + death + START.replace("10:00:00", "10:06:00") + death.replace("10:05:00", "10:07:00")
+    text = (
+        START
+        + death
+        + START.replace("10:00:00", "10:06:00")
+        + death.replace("10:05:00", "10:07:00")
+    )
     assert events(text) == {"startup_complete": 2, "engine_dead": 2}
 
 
 STATS = (
-    "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, "
+    "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, "
+    "Running: 1 reqs, "
     "Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%"
 )
 
@@ -94,7 +122,9 @@ def test_dead_state_expires_after_the_hold_without_startup_markers() -> None:
     death = "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop is stopped.\n"
     pipeline = make_pipeline()
     source = pipeline.new_source()
-    pipeline.feed(source, (api("10:05:00", "Engine background task failed", "ERROR") + death).encode())
+    pipeline.feed(
+        source, (api("10:05:00", "Engine background task failed", "ERROR") + death).encode()
+    )
     pipeline.feed(source, (api("10:14:00", STATS) + death).encode())  # 9 min: still the same death
     assert pipeline.counts.events["engine_dead"] == 1
     pipeline.feed(source, (api("10:30:00", STATS) + death).encode())  # 16 min without death lines
@@ -111,14 +141,21 @@ def test_normal_shutdown_noise_is_not_a_death() -> None:
         + "INFO:     Shutting down\nINFO:     Application shutdown complete.\n"
     )
     pipeline = run(text)
-    assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_complete": 1, "shutdown": 1}
+    assert {k: v for k, v in pipeline.counts.events.items() if v} == {
+        "startup_complete": 1,
+        "shutdown": 1,
+    }
     assert pipeline.machine.phase == STOPPING
 
 
 def test_death_before_shutdown_counts_and_the_shutdown_too() -> None:
     """kill -9 of the engine core (captured): the death comes first, then uvicorn stops."""
     text = START + (
-        api("10:30:00", "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup", "WARNING")
+        api(
+            "10:30:00",
+            "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup",
+            "WARNING",
+        )
         + api("10:30:00", "AsyncLLM output_handler failed.", "ERROR")
         + 'INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 503 Service Unavailable\n'
         + "INFO:     Shutting down\n"
@@ -127,28 +164,39 @@ def test_death_before_shutdown_counts_and_the_shutdown_too() -> None:
 
 
 def test_shutdown_marker_expires_so_a_later_death_counts() -> None:
-    text = START + api("10:30:00", "[shutdown] API server: shutdown triggered") + (
-        api("10:35:00", "AsyncLLM output_handler failed.", "ERROR")
+    text = (
+        START
+        + api("10:30:00", "[shutdown] API server: shutdown triggered")
+        + (api("10:35:00", "AsyncLLM output_handler failed.", "ERROR"))
     )
     assert events(text) == {"startup_complete": 1, "shutdown": 1, "engine_dead": 1}
 
 
 def test_startup_failure_is_never_an_engine_death_and_takes_the_specific_reason() -> None:
     kv = (
-        "ValueError: To serve at least one request with the model's max seq len (16777216), (32.0 GiB KV cache "
+        "ValueError: To serve at least one request with the model's max seq len (16777216), "
+        "(32.0 GiB KV cache "
         "is needed, which is larger than the available KV cache memory (1.0 GiB)."
     )
     text = (
         api("10:00:00", "non-default args: {'model': 'm'}")
         + line("10:00:30", "EngineCore failed to start.")
         + line("10:00:30", kv)
-        + line("10:00:33", "Worker proc VllmWorker-0 died unexpectedly (exit code: 0), shutting down executor.")
-        + "Process EngineCore:\n" + kv + "\n"
-        + "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+        + line(
+            "10:00:33",
+            "Worker proc VllmWorker-0 died unexpectedly (exit code: 0), shutting down executor.",
+        )
+        + "Process EngineCore:\n"
+        + kv
+        + "\n"
+        + "RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {}\n"
     )
     pipeline = run(text)
     assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_failed": 1}
-    assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"kv_cache_too_small": 1}
+    assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {
+        "kv_cache_too_small": 1
+    }
     assert pipeline.machine.phase == FAILED
 
 
@@ -156,7 +204,10 @@ def test_oom_during_startup_is_a_startup_failure_not_an_oom() -> None:
     text = (
         api("10:00:00", "non-default args: {'model': 'm'}")
         + line("10:00:30", "EngineCore failed to start.")
-        + line("10:00:30", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has")
+        + line(
+            "10:00:30",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has",
+        )
     )
     pipeline = run(text)
     assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_failed": 1}
@@ -167,15 +218,25 @@ def test_generic_reason_waits_for_the_incident_to_end() -> None:
     clock = FakeClock()
     pipeline = make_pipeline(clock)
     source = pipeline.new_source()
-    pipeline.feed(source, (api("10:00:00", "non-default args: {}") + line("10:00:30", "EngineCore failed to start.")).encode())
+    pipeline.feed(
+        source,
+        (
+            api("10:00:00", "non-default args: {}")
+            + line("10:00:30", "EngineCore failed to start.")
+        ).encode(),
+    )
     assert pipeline.counts.events["startup_failed"] == 1
     assert sum(pipeline.counts.startup_failures.values()) == 0  # the cause may still follow
     pipeline.tick()
     assert sum(pipeline.counts.startup_failures.values()) == 0
     clock.advance(10)
     pipeline.tick()  # settle_after wall-clock seconds without the cause: it stays generic
-    assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"engine_init_failed": 1}
-    pipeline.feed(source, line("10:00:31", "ValueError: No available memory for the cache blocks.").encode())
+    assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {
+        "engine_init_failed": 1
+    }
+    pipeline.feed(
+        source, line("10:00:31", "ValueError: No available memory for the cache blocks.").encode()
+    )
     assert sum(pipeline.counts.startup_failures.values()) == 1  # settled reasons never change
 
 
@@ -211,8 +272,9 @@ def test_v0_preemption_total_is_a_running_count() -> None:
     def warning(total: int) -> str:
         return (
             f"WARNING 05-26 22:21:02 scheduler.py:1076] Sequence group cmpl-1 is preempted by "
-            f"PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the "
-            f"end-to-end performance. Increase gpu_memory_utilization. total_num_cumulative_preemption={total}\n"
+            "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can "
+            "affect the end-to-end performance. Increase gpu_memory_utilization. "
+            f"total_num_cumulative_preemption={total}\n"
         )
 
     restart = "INFO 05-26 23:00:00 api_server.py:177] vLLM API server version 0.4.3\n"
@@ -225,8 +287,10 @@ def test_v1_preemptions_add_up_from_every_stats_line() -> None:
         extra = f", Preemptions: {preemptions}" if preemptions is not None else ""
         return api(
             "10:01:00",
-            f"Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, "
-            f"Running: {running} reqs, Waiting: 0 reqs{extra}, GPU KV cache usage: 50.0%, Prefix cache hit "
+            "Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+            "Avg generation throughput: 2.0 tokens/s, "
+            f"Running: {running} reqs, Waiting: 0 reqs{extra}, GPU KV cache usage: 50.0%, "
+            "Prefix cache hit "
             "rate: 0.0%",
         )
 
@@ -239,23 +303,45 @@ def test_stats_gauges_per_engine_and_aggregated() -> None:
     def stats(prefix: str, running: int, kv: str) -> str:
         return api(
             "10:01:00",
-            f"{prefix}Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, "
+            f"{prefix}Avg prompt throughput: 1.0 tokens/s, "
+            "Avg generation throughput: 2.0 tokens/s, "
             f"Running: {running} reqs, Waiting: 1 reqs, XPU KV cache usage: {kv}%",
         )
 
     clock = FakeClock(1_900_000_000)
     pipeline = run(
-        stats("Engine 000: ", 1, "10.0") + stats("Engine 001: ", 2, "20.5") + stats("Engine 000: ", 3, "30.0")
-        + stats("2 Engines Aggregated: ", 5, "25.0") + stats("Engine 987654: ", 9, "99.0"),
+        stats("Engine 000: ", 1, "10.0")
+        + stats("Engine 001: ", 2, "20.5")
+        + stats("Engine 000: ", 3, "30.0")
+        + stats("2 Engines Aggregated: ", 5, "25.0")
+        + stats("Engine 987654: ", 9, "99.0"),
         clock,
     )
     assert pipeline.counts.stats == {
-        "0": {"running": 3, "waiting": 1, "kv_cache_usage_ratio": 0.3, "prompt_throughput": 1.0,
-              "generation_throughput": 2.0, "timestamp": 1_900_000_000},
-        "1": {"running": 2, "waiting": 1, "kv_cache_usage_ratio": 0.205, "prompt_throughput": 1.0,
-              "generation_throughput": 2.0, "timestamp": 1_900_000_000},
-        "all": {"running": 5, "waiting": 1, "kv_cache_usage_ratio": 0.25, "prompt_throughput": 1.0,
-                "generation_throughput": 2.0, "timestamp": 1_900_000_000},
+        "0": {
+            "running": 3,
+            "waiting": 1,
+            "kv_cache_usage_ratio": 0.3,
+            "prompt_throughput": 1.0,
+            "generation_throughput": 2.0,
+            "timestamp": 1_900_000_000,
+        },
+        "1": {
+            "running": 2,
+            "waiting": 1,
+            "kv_cache_usage_ratio": 0.205,
+            "prompt_throughput": 1.0,
+            "generation_throughput": 2.0,
+            "timestamp": 1_900_000_000,
+        },
+        "all": {
+            "running": 5,
+            "waiting": 1,
+            "kv_cache_usage_ratio": 0.25,
+            "prompt_throughput": 1.0,
+            "generation_throughput": 2.0,
+            "timestamp": 1_900_000_000,
+        },
     }
 
 
@@ -302,10 +388,15 @@ def test_multiple_api_servers_report_startup_complete_once() -> None:
 
 def test_event_state_survives_a_round_trip() -> None:
     pipeline = make_pipeline()
-    feed_text(pipeline, START + line("10:05:00", OOM) + api("10:05:00", "AsyncLLM output_handler failed.", "ERROR"))
+    feed_text(
+        pipeline,
+        START + line("10:05:00", OOM) + api("10:05:00", "AsyncLLM output_handler failed.", "ERROR"),
+    )
     saved = pipeline.machine.to_json()
     other = make_pipeline()
     other.machine.restore(saved)
     assert other.machine.to_json() == saved
     feed_text(other, line("10:05:10", OOM) + api("10:05:10", DEAD_ERROR, "ERROR"))
-    assert other.counts.events["oom"] == 0 and other.counts.events["engine_dead"] == 0  # same incident
+    assert (
+        other.counts.events["oom"] == 0 and other.counts.events["engine_dead"] == 0
+    )  # same incident

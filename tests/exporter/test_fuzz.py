@@ -5,7 +5,6 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
-
 from vllm_log_exporter.counts import FILE_STATES, READ_ERROR_REASONS
 from vllm_log_exporter.metrics import build_registry
 from vllm_log_exporter.patterns import EVENTS, REASONS, load_patterns
@@ -62,13 +61,26 @@ def test_random_bytes_never_crash_and_never_add_series(data: bytes, cuts: list[i
 garbage = st.binary(min_size=1, max_size=300)
 fragment = st.builds(
     lambda line, a, b: line[min(a, b) : max(a, b)] if a != b else line,
-    st.sampled_from(REAL_LINES), st.integers(0, 400), st.integers(0, 400),
+    st.sampled_from(REAL_LINES),
+    st.integers(0, 400),
+    st.integers(0, 400),
 )
-noise = st.sampled_from([
-    b"\r", b"\x00", b"\x1b[1;36m", b"\xff", b"\xc3", b"\n", b"{", b'"', b" 5",
-    b"Engine 4096: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 1.0 tokens/s, "
-    b"Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%",
-])
+noise = st.sampled_from(
+    [
+        b"\r",
+        b"\x00",
+        b"\x1b[1;36m",
+        b"\xff",
+        b"\xc3",
+        b"\n",
+        b"{",
+        b'"',
+        b" 5",
+        b"Engine 4096: Avg prompt throughput: 1.0 tokens/s, "
+        b"Avg generation throughput: 1.0 tokens/s, "
+        b"Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%",
+    ]
+)
 piece = st.one_of(st.sampled_from(REAL_LINES), fragment, garbage, noise)
 separator = st.sampled_from([b"\n", b"\n", b"\r\n", b""])
 
@@ -79,7 +91,9 @@ separator = st.sampled_from([b"\n", b"\n", b"\r\n", b""])
     st.lists(st.integers(min_value=0), max_size=8),
     st.sampled_from([1024, 4096, 1 << 20]),
 )
-def test_real_lines_mixed_with_garbage_keep_labels_in_the_fixed_sets(pieces, cuts, max_line) -> None:
+def test_real_lines_mixed_with_garbage_keep_labels_in_the_fixed_sets(
+    pieces, cuts, max_line
+) -> None:
     data = b"".join(p + s for p, s in pieces)
     pipeline = run(data, cuts, max_line)
     for series, value in series_of(pipeline).items():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from vllm_log_exporter.lines import LineAssembler, clean_line, count_undecodable
 from vllm_log_exporter.records import is_matchable, log_seconds, parse_line
 
@@ -87,16 +86,39 @@ def test_undecodable_lines_are_counted_per_line() -> None:
     ("line", "when", "message"),
     [
         # 0.4-0.7: no brackets around file:line
-        ("INFO 05-26 22:20:44 gpu_executor.py:121] # GPU blocks: 1952", (5, 26, 22, 20, 44), "# GPU blocks: 1952"),
+        (
+            "INFO 05-26 22:20:44 gpu_executor.py:121] # GPU blocks: 1952",
+            (5, 26, 22, 20, 44),
+            "# GPU blocks: 1952",
+        ),
         # 0.8-0.9: brackets
-        ("ERROR 05-10 15:59:01 [core.py:396] EngineCore failed to start.", (5, 10, 15, 59, 1),
-         "EngineCore failed to start."),
+        (
+            "ERROR 05-10 15:59:01 [core.py:396] EngineCore failed to start.",
+            (5, 10, 15, 59, 1),
+            "EngineCore failed to start.",
+        ),
         # 0.10-0.29 stdout prefix, 0.32 format prefix
-        ("(EngineCore_DP0 pid=188) ERROR 08-14 10:12:03 [core.py:710] boom", (8, 14, 10, 12, 3), "boom"),
-        ("(Worker_PP0_TP1_EP0 pid=9) WARNING 02-29 00:00:00 [a/b.py:7] leap", (2, 29, 0, 0, 0), "leap"),
+        (
+            "(EngineCore_DP0 pid=188) ERROR 08-14 10:12:03 [core.py:710] boom",
+            (8, 14, 10, 12, 3),
+            "boom",
+        ),
+        (
+            "(Worker_PP0_TP1_EP0 pid=9) WARNING 02-29 00:00:00 [a/b.py:7] leap",
+            (2, 29, 0, 0, 0),
+            "leap",
+        ),
         # docker --timestamps and journald prefixes
-        ("2026-11-29T08:44:57.1Z (APIServer pid=1) INFO 11-29 08:44:57 [launcher.py:254] x", (11, 29, 8, 44, 57), "x"),
-        ("Nov 29 08:44:57 host python3[77]: CRITICAL 01-17 03:22:41 launcher.py:99] dead", (1, 17, 3, 22, 41), "dead"),
+        (
+            "2026-11-29T08:44:57.1Z (APIServer pid=1) INFO 11-29 08:44:57 [launcher.py:254] x",
+            (11, 29, 8, 44, 57),
+            "x",
+        ),
+        (
+            "Nov 29 08:44:57 host python3[77]: CRITICAL 01-17 03:22:41 launcher.py:99] dead",
+            (1, 17, 3, 22, 41),
+            "dead",
+        ),
     ],
 )
 def test_vllm_header_gives_time_and_message(line: str, when: tuple[int, ...], message: str) -> None:
@@ -119,8 +141,10 @@ def test_uvicorn_raw_and_prefixed_lines_have_no_time() -> None:
 
 def test_json_record_gives_message_and_every_exc_info_line() -> None:
     line = (
-        '{"asctime": "2026-11-29 08:42:29,234", "levelname": "ERROR", "message": "EngineCore failed to start.", '
-        '"exc_info": "Traceback (most recent call last):\\n  File \\"x.py\\", line 1\\nValueError: No available '
+        '{"asctime": "2026-11-29 08:42:29,234", "levelname": "ERROR", '
+        '"message": "EngineCore failed to start.", '
+        '"exc_info": "Traceback (most recent call last):\\n  File \\"x.py\\", line 1\\n'
+        "ValueError: No available "
         'memory for the cache blocks."}'
     )
     record = parse_line(line)
@@ -135,12 +159,16 @@ def test_json_record_gives_message_and_every_exc_info_line() -> None:
 
 
 def test_broken_json_is_treated_as_text() -> None:
-    assert parse_line('{"message": "EngineCore failed').messages == ['{"message": "EngineCore failed']
+    assert parse_line('{"message": "EngineCore failed').messages == [
+        '{"message": "EngineCore failed'
+    ]
     assert parse_line("[1, 2]").messages == ["[1, 2]"]
 
 
 def test_log_seconds_orders_a_year_and_rejects_nonsense() -> None:
     assert log_seconds(1, 1, 0, 0, 0) == 0
-    assert log_seconds(12, 31, 23, 59, 59) > log_seconds(2, 29, 12, 0, 0) > log_seconds(1, 31, 0, 0, 0)
+    assert (
+        log_seconds(12, 31, 23, 59, 59) > log_seconds(2, 29, 12, 0, 0) > log_seconds(1, 31, 0, 0, 0)
+    )
     assert log_seconds(13, 1, 0, 0, 0) is None
     assert log_seconds(0, 1, 0, 0, 0) is None

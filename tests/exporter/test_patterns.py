@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from vllm_log_exporter.lines import clean_line
 from vllm_log_exporter.patterns import (
     EVENTS,
@@ -89,9 +88,21 @@ def test_anchors_never_occur_in_access_or_stats_lines() -> None:
 
 def test_label_sets_are_the_contract() -> None:
     assert EVENTS == (
-        "oom", "engine_dead", "startup_failed", "preemption", "request_error", "startup_complete", "shutdown",
+        "oom",
+        "engine_dead",
+        "startup_failed",
+        "preemption",
+        "request_error",
+        "startup_complete",
+        "shutdown",
     )
-    assert set(REASONS) >= {"kv_cache_too_small", "no_cache_memory", "out_of_memory", "engine_init_failed", "other"}
+    assert set(REASONS) >= {
+        "kv_cache_too_small",
+        "no_cache_memory",
+        "out_of_memory",
+        "engine_init_failed",
+        "other",
+    }
     assert {p.reason for p in PATTERNS if p.reason} <= set(REASONS)
     assert {p.kind for p in PATTERNS} <= KINDS
 
@@ -112,11 +123,14 @@ def test_captured_samples_are_really_in_the_captures() -> None:
 def test_traceback_frames_never_match() -> None:
     """Indented lines (frames, quoted source) are skipped: code is not an event."""
     line = (
-        '(EngineCore pid=1) ERROR 11-29 09:56:15 [core.py:1510]     raise RuntimeError("CUDA out of memory. '
+        "(EngineCore pid=1) ERROR 11-29 09:56:15 [core.py:1510]     "
+        'raise RuntimeError("CUDA out of memory. '
         'Tried to allocate 1 GiB")'
     )
     assert PATTERNS.match_line(line) is None
-    assert PATTERNS.match_line('    raise AsyncEngineDeadError("Background loop is stopped.")') is None
+    assert (
+        PATTERNS.match_line('    raise AsyncEngineDeadError("Background loop is stopped.")') is None
+    )
 
 
 def test_request_controlled_text_never_counts() -> None:
@@ -127,7 +141,8 @@ def test_request_controlled_text_never_counts() -> None:
         'INFO:     10.0.0.9:4000 - "GET /torch.OutOfMemoryError HTTP/1.1" 404 Not Found\n'
         'INFO:     10.0.0.9:4001 - "GET /EngineDeadError:%20x HTTP/1.1" 404 Not Found\n'
         "INFO 05-26 22:21:00 async_llm_engine.py:529] Received request cmpl-1: prompt: 'EngineCore "
-        "encountered a fatal error. torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB', "
+        "encountered a fatal error. torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 1 GiB', "
         "params: SamplingParams(n=1)\n",
     )
     assert pipeline.counts.events == dict.fromkeys(EVENTS, 0)
@@ -167,7 +182,11 @@ def test_a_custom_patterns_file_is_used(tmp_path: Path) -> None:
         ("kind: oom", "kind: explosion", "unknown kind 'explosion'"),
         ("reason: out_of_memory", "reason: bad_luck", "unknown reason 'bad_luck'"),
         ("regex: 'NPU out of memory'", "regex: 'NPU (out'", "invalid regex"),
-        ("regex: 'NPU out of memory'", "regex: 'GPU out of memory'", "does not match its own sample"),
+        (
+            "regex: 'NPU out of memory'",
+            "regex: 'GPU out of memory'",
+            "does not match its own sample",
+        ),
         ('anchor: "out of memory"', 'anchor: "exploded"', "does not contain the anchor"),
         ("    sample:", "    colour: red\n    sample:", "unknown field(s): colour"),
         ("name: custom_oom", "name: ''", "non-empty string 'name'"),
@@ -182,7 +201,9 @@ def test_invalid_patterns_fail_at_load(tmp_path: Path, replace: str, by: str, me
 def test_duplicate_names_and_startup_failures_without_reason_fail(tmp_path: Path) -> None:
     with pytest.raises(PatternError, match="defined twice"):
         load_patterns(_write(tmp_path, GOOD + GOOD))
-    no_reason = GOOD.replace("kind: oom", "kind: startup_failed").replace("    reason: out_of_memory\n", "")
+    no_reason = GOOD.replace("kind: oom", "kind: startup_failed").replace(
+        "    reason: out_of_memory\n", ""
+    )
     with pytest.raises(PatternError, match="without a 'reason'"):
         load_patterns(_write(tmp_path, no_reason))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from vllm_log_exporter.lines import clean_line
 from vllm_log_exporter.pipeline import Pipeline
 from vllm_log_exporter.records import parse_line
@@ -32,7 +31,9 @@ def naive(data: bytes) -> Pipeline:
 
 def summary(pipeline: Pipeline) -> tuple:
     c = pipeline.counts
-    stats = {engine: {k: v for k, v in g.items() if k != "timestamp"} for engine, g in c.stats.items()}
+    stats = {
+        engine: {k: v for k, v in g.items() if k != "timestamp"} for engine, g in c.stats.items()
+    }
     return c.events, c.startup_failures, stats, c.lines
 
 
@@ -56,11 +57,21 @@ def test_counts_do_not_depend_on_how_reads_cut_the_log(chunk: int) -> None:
 def test_steady_traffic_blocks_only_yield_5xx_preemption_and_last_stats_lines() -> None:
     access = b'INFO:     127.0.0.1:1 - "POST /v1/completions HTTP/1.1" 200 OK\n'
     error = b'INFO:     127.0.0.1:2 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error\n'
-    stats = (b"(APIServer pid=1) INFO 11-29 09:54:04 [loggers.py:335] Engine 000: Avg prompt throughput: "
-             b"1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: %d reqs, Waiting: 0 reqs%s, "
-             b"CPU KV cache usage: 0.2%%\n")
-    region = (access * 2000 + error + stats % (1, b"") + stats % (2, b", Preemptions: 3") + access * 3000
-              + stats % (3, b"") + access * 10)
+    stats = (
+        b"(APIServer pid=1) INFO 11-29 09:54:04 [loggers.py:335] "
+        b"Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+        b"Avg generation throughput: 2.0 tokens/s, Running: %d reqs, Waiting: 0 reqs%s, "
+        b"CPU KV cache usage: 0.2%%\n"
+    )
+    region = (
+        access * 2000
+        + error
+        + stats % (1, b"")
+        + stats % (2, b", Preemptions: 3")
+        + access * 3000
+        + stats % (3, b"")
+        + access * 10
+    )
     scanner = Scanner(make_pipeline().patterns)
     assert list(scanner.candidates(region)) == [
         error.rstrip(b"\n"),
@@ -71,9 +82,12 @@ def test_steady_traffic_blocks_only_yield_5xx_preemption_and_last_stats_lines() 
 
 def test_several_engines_keep_one_gauge_each() -> None:
     def stats(engine: int, running: int) -> str:
-        return (f"(APIServer pid=1) INFO 11-29 09:54:04 [loggers.py:335] Engine {engine:03d}: Avg prompt throughput: "
-                f"1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: {running} reqs, Waiting: 0 reqs, "
-                "GPU KV cache usage: 1.0%\n")
+        return (
+            "(APIServer pid=1) INFO 11-29 09:54:04 [loggers.py:335] "
+            f"Engine {engine:03d}: Avg prompt throughput: 1.0 tokens/s, "
+            f"Avg generation throughput: 2.0 tokens/s, Running: {running} reqs, Waiting: 0 reqs, "
+            "GPU KV cache usage: 1.0%\n"
+        )
 
     pipeline = make_pipeline(FakeClock())
     feed_text(pipeline, stats(0, 5) + stats(1, 6) + stats(0, 7) + stats(2, 8) + stats(1, 9))

@@ -11,17 +11,21 @@ import os
 from pathlib import Path
 
 import pytest
-
 from vllm_log_exporter.tailer import FileSource, Resume, StreamSource, Tailer
 
 from .helpers import FakeClock, make_pipeline
 
-OOM = "(Worker pid=9) ERROR 11-29 10:01:58 [x.py:1] RuntimeError: DefaultCPUAllocator: can't allocate memory: 1\n"
+OOM = (
+    "(Worker pid=9) ERROR 11-29 10:01:58 [x.py:1] "
+    "RuntimeError: DefaultCPUAllocator: can't allocate memory: 1\n"
+)
 START = (
     "(APIServer pid=1) INFO 11-29 10:00:00 [api_utils.py:286] non-default args: {}\n"
     "INFO:     Application startup complete.\n"
 )
-DEATH = "(APIServer pid=1) ERROR 11-29 10:05:00 [async_llm.py:906] AsyncLLM output_handler failed.\n"
+DEATH = (
+    "(APIServer pid=1) ERROR 11-29 10:05:00 [async_llm.py:906] AsyncLLM output_handler failed.\n"
+)
 
 
 def follow(path: Path, **kwargs) -> tuple[FileSource, Tailer, list[str]]:
@@ -43,7 +47,10 @@ def test_rotation_by_rename_and_create(tmp_path: Path) -> None:
     tailer.poll()
     append(log, "written before the rename, unread\n" + OOM.replace("10:01:58", "10:01:00"))
     log.rename(tmp_path / "vllm.log.1")
-    append(tmp_path / "vllm.log.1", "(APIServer pid=1) INFO 11-29 10:01:01 [x.py:1] late write to the old file\n")
+    append(
+        tmp_path / "vllm.log.1",
+        "(APIServer pid=1) INFO 11-29 10:01:01 [x.py:1] late write to the old file\n",
+    )
     log.write_text(DEATH)
     tailer.poll()
     counts = tailer.pipeline.counts
@@ -74,7 +81,9 @@ def test_rotation_by_copytruncate(tmp_path: Path) -> None:
 
 def test_truncation_flushes_the_partial_line(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
-    log.write_text(START + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB")  # no newline
+    log.write_text(
+        START + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB"
+    )  # no newline
     source, tailer, _ = follow(log)
     tailer.poll()
     assert tailer.pipeline.counts.events["oom"] == 0
@@ -130,7 +139,11 @@ def test_start_at_end_skips_what_an_existing_file_holds(tmp_path: Path) -> None:
     assert tailer.pipeline.counts.lines == 0
     append(log, OOM)
     tailer.poll()
-    assert tailer.pipeline.counts.events == {**tailer.pipeline.counts.events, "oom": 1, "engine_dead": 0}
+    assert tailer.pipeline.counts.events == {
+        **tailer.pipeline.counts.events,
+        "oom": 1,
+        "engine_dead": 0,
+    }
 
 
 def test_partial_lines_written_in_pieces(tmp_path: Path) -> None:
@@ -152,7 +165,9 @@ def test_partial_lines_written_in_pieces(tmp_path: Path) -> None:
 
 def test_crlf_lines(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
-    log.write_bytes(b"INFO:     Application startup complete.\r\n" + OOM.replace("\n", "\r\n").encode())
+    log.write_bytes(
+        b"INFO:     Application startup complete.\r\n" + OOM.replace("\n", "\r\n").encode()
+    )
     source, tailer, _ = follow(log)
     tailer.poll()
     counts = tailer.pipeline.counts
@@ -162,7 +177,11 @@ def test_crlf_lines(tmp_path: Path) -> None:
 
 def test_invalid_utf8_is_counted_not_fatal(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
-    log.write_bytes(b"\xff\xfe\xfd garbage\n" + b"torch.OutOfMemoryError: CUDA out of memory. Tried \xc3(\n" + DEATH.encode())
+    log.write_bytes(
+        b"\xff\xfe\xfd garbage\n"
+        + b"torch.OutOfMemoryError: CUDA out of memory. Tried \xc3(\n"
+        + DEATH.encode()
+    )
     source, tailer, _ = follow(log)
     tailer.poll()
     counts = tailer.pipeline.counts
@@ -175,7 +194,13 @@ def test_invalid_utf8_is_counted_not_fatal(tmp_path: Path) -> None:
 def test_nul_bytes(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     # A crash can leave a run of NULs (preallocated, never written blocks) in a log.
-    log.write_bytes(b"\x00" * 4096 + b"\n" + b"INFO:\x00     Application startup complete.\n" + b"\x00" * 100 + OOM.encode())
+    log.write_bytes(
+        b"\x00" * 4096
+        + b"\n"
+        + b"INFO:\x00     Application startup complete.\n"
+        + b"\x00" * 100
+        + OOM.encode()
+    )
     source, tailer, _ = follow(log)
     tailer.poll()
     counts = tailer.pipeline.counts
@@ -234,7 +259,9 @@ def test_permission_denied_is_reported_and_retried(tmp_path: Path) -> None:
     assert warnings[-1] == f"reading {log} again"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file modes; the injected test above covers it")
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="root ignores file modes; the injected test above covers it"
+)
 def test_permission_denied_by_file_mode(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     log.write_text(START)
@@ -253,7 +280,11 @@ def test_a_directory_at_the_path_is_reported_and_retried(tmp_path: Path) -> None
     source, tailer, warnings = follow(log)
     tailer.poll()
     tailer.poll()
-    assert tailer.pipeline.counts.read_errors == {"permission_denied": 0, "not_found": 0, "io_error": 1}
+    assert tailer.pipeline.counts.read_errors == {
+        "permission_denied": 0,
+        "not_found": 0,
+        "io_error": 1,
+    }
     assert warnings == [f"{log} is not a regular file or pipe; will retry"]
     log.rmdir()
     log.write_text(START)
@@ -353,7 +384,8 @@ def test_several_files_feed_one_set_of_incidents(tmp_path: Path, stderr_files: i
     for i in range(stderr_files):
         path = tmp_path / f"stderr{i}.log"
         path.write_text(
-            "Process EngineCore:\nTraceback (most recent call last):\n  File \"x.py\", line 1, in run\n"
+            "Process EngineCore:\nTraceback (most recent call last):\n"
+            '  File "x.py", line 1, in run\n'
             "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n"
         )
         paths.append(path)
