@@ -204,6 +204,7 @@ def serve(pipeline: Pipeline, args: argparse.Namespace) -> int:
         saved = state.load(args.state_file)
         if saved is not None:
             resume = state.restore(saved, pipeline)
+        state.check_writable(args.state_file)
     files = [
         FileSource(
             path,
@@ -221,6 +222,7 @@ def serve(pipeline: Pipeline, args: argparse.Namespace) -> int:
             passthrough_fd=sys.stdout.fileno() if args.passthrough else None,
         )
     tailer = Tailer(pipeline, files, stream)
+    keeper = state.StateKeeper(args.state_file, pipeline, tailer) if args.state_file else None
 
     host, port = parse_listen(args.listen)
     try:
@@ -242,17 +244,12 @@ def serve(pipeline: Pipeline, args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     print(f"vllm-log-exporter: serving /metrics on {args.listen}", file=sys.stderr, flush=True)
 
-    last_save, unsaved = 0.0, False
     ended_at: float | None = None
     try:
         while not stop.is_set():
             read = tailer.poll()
-            unsaved = unsaved or read > 0
-            # Save once caught up, and at most once a second while catching up.
-            if args.state_file is not None and unsaved:
-                if read == 0 or time.monotonic() - last_save >= 1.0:
-                    state.save(args.state_file, state.snapshot(pipeline, tailer))
-                    last_save, unsaved = time.monotonic(), False
+            if keeper is not None:
+                keeper.after_poll(read)
             if stream is not None and stream.closed and not files:
                 ended_at = ended_at or time.monotonic()
                 if time.monotonic() - ended_at >= args.linger:
@@ -260,8 +257,8 @@ def serve(pipeline: Pipeline, args: argparse.Namespace) -> int:
             if read == 0:
                 stop.wait(args.poll_interval)
     finally:
-        if args.state_file is not None:
-            state.save(args.state_file, state.snapshot(pipeline, tailer))
+        if keeper is not None:
+            keeper.save()
         tailer.close()
         server.shutdown()
     return 0

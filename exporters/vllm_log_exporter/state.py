@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +95,52 @@ def restore(data: dict[str, Any], pipeline: Pipeline) -> dict[str, Resume]:
             setattr(current, name, getattr(counts, name))
         pipeline.machine.restore(data.get("events", {}))
     return resume
+
+
+def check_writable(path: Path) -> None:
+    """Fail at startup, not at the first save, when the state file cannot be written."""
+    probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StateError(f"cannot write state file {path}: {exc.strerror}") from None
+
+
+class StateKeeper:
+    """Saves snapshots while the exporter runs: at most once a second while data flows,
+    at once when caught up. A failed write (disk full, volume gone) is reported once on
+    stderr and retried; it never stops the exporter."""
+
+    def __init__(
+        self,
+        path: Path,
+        pipeline: Pipeline,
+        tailer: Tailer,
+        clock: Callable[[], float] = time.monotonic,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.path, self.pipeline, self.tailer, self.clock = path, pipeline, tailer, clock
+        self.warn = warn or (
+            lambda m: print(f"vllm-log-exporter: {m}", file=sys.stderr, flush=True)
+        )
+        self.last_save = float("-inf")
+        self.unsaved = False
+        self.failing = False
+
+    def after_poll(self, bytes_read: int) -> None:
+        self.unsaved = self.unsaved or bytes_read > 0
+        if self.unsaved and (bytes_read == 0 or self.clock() - self.last_save >= 1.0):
+            self.save()
+
+    def save(self) -> None:
+        try:
+            save(self.path, snapshot(self.pipeline, self.tailer))
+        except OSError as exc:
+            if not self.failing:
+                self.warn(f"cannot save state to {self.path}: {exc.strerror}; will retry")
+            self.failing = True
+            return
+        if self.failing:
+            self.warn(f"saving state to {self.path} again")
+        self.failing, self.unsaved, self.last_save = False, False, self.clock()

@@ -262,3 +262,24 @@ def test_sigterm_saves_state_and_exits_0(tmp_path: Path) -> None:
     point = data["files"][str(log)]
     assert point["offset"] == log.stat().st_size
     assert (point["device"], point["inode"]) == (os.stat(log).st_dev, os.stat(log).st_ino)
+
+
+def test_an_unwritable_state_directory_fails_at_startup(tmp_path: Path) -> None:
+    state = tmp_path / "no-such-dir" / "state.json"
+    result = subprocess.run(
+        exporter_command(
+            "--log-file",
+            str(tmp_path / "x.log"),
+            "--state-file",
+            str(state),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"vllm-log-exporter: error: cannot write state file {state}: No such file or directory"
+    )
