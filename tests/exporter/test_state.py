@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from vllm_log_exporter import state
 from vllm_log_exporter.tailer import FileSource, Tailer
 
