@@ -9,8 +9,10 @@
    captured rate), then a captured ending (normal shutdown, engine kill -9, runtime
    allocation failure with its tracebacks); the startup-failure capture appears whole.
 2. Runs both tools `--repeat` times each on it, alternating, and reports the median wall
-   time (lines/s, MB/s) and peak RSS (from wait4, so only the tool's own process).
-3. Runs the exporter on work/no-newline.bin: 256 MiB without a newline (bounded memory).
+   time (lines/s, MB/s) and peak RSS (GNU time's maximum resident set size of the tool).
+3. Runs both once more on the same lines shuffled (the fast path's worst case: failure
+   lines spread over every block instead of clustered as real incidents are).
+4. Runs the exporter on work/no-newline.bin: 256 MiB without a newline (bounded memory).
 
 mtail runs benchmarks/log_exporter/vllm.mtail, generated from the same patterns.yaml by
 make_mtail.py (regenerated into work/ and compared with the committed copy first).
@@ -34,6 +36,7 @@ REPO = HERE.parents[1]
 CAPTURES = REPO / "tests" / "fixtures" / "logs"
 WORK = HERE / "work"
 MTAIL = Path("/usr/bin/mtail")
+GNU_TIME = Path("/usr/bin/time")
 
 ACCESS = re.compile(rb'^\S*INFO:\s+\S+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}')
 STATS = re.compile(rb"Avg prompt throughput: ")
@@ -127,14 +130,19 @@ def free_port() -> int:
 
 
 def run(command: list[str], stdout_path: Path) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit status) of one process."""
+    """(wall seconds, peak RSS bytes, exit status) of one process.
+
+    Peak RSS comes from GNU time around the tool: wait4() on a direct child would also
+    count the pages of this (forked) benchmark process before the exec.
+    """
+    rss_path = stdout_path.with_suffix(".rss")
+    timed = [str(GNU_TIME), "-f", "%M", "-o", str(rss_path), *command]
     with open(stdout_path, "wb") as out, open(stdout_path.with_suffix(".stderr"), "wb") as err:
         started = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out, stderr=err)
-        _, status, usage = os.wait4(process.pid, 0)
+        status = subprocess.run(timed, stdout=out, stderr=err).returncode
         elapsed = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return elapsed, usage.ru_maxrss * 1024, process.returncode
+    rss_kib = int(rss_path.read_text().split()[-1])
+    return elapsed, rss_kib * 1024, status
 
 
 def exporter_command(log: Path) -> list[str]:
@@ -225,6 +233,27 @@ def main(argv: list[str] | None = None) -> int:
             re.M,
         )
         print(f"  {tool:18} " + ", ".join(f"{k.decode()}={float(v):g}" for k, v in sorted(found)))
+
+    # Worst case for the fast path: the same lines in random order, so failure lines are
+    # spread over every sub-block instead of clustering around incidents as in real logs.
+    shuffled = WORK / f"vllm-{args.lines}-shuffled.log"
+    lines = log.read_bytes().split(b"\n")[:-1]
+    random.Random(7).shuffle(lines)
+    shuffled.write_bytes(b"\n".join(lines) + b"\n")
+    del lines
+    print("same lines, shuffled (failure lines in every 64 KiB sub-block):")
+    timings = {}
+    for tool, command in (
+        ("vllm-log-exporter", exporter_command(shuffled)),
+        ("mtail", mtail_command(shuffled, progs)),
+    ):
+        elapsed, rss, status = run(command, WORK / f"{tool}-shuffled.out")
+        timings[tool] = elapsed
+        print(
+            f"  {tool:18} {elapsed:7.3f} s  {composition['lines'] / elapsed:12,.0f} lines/s  "
+            f"peak RSS {rss / 2**20:6.1f} MiB  status {status}"
+        )
+    print(f"  ratio: {timings['mtail'] / timings['vllm-log-exporter']:.1f}x")
 
     blob = WORK / "no-newline.bin"
     build_no_newline(blob, args.no_newline_mib << 20)
