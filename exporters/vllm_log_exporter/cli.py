@@ -188,9 +188,13 @@ def run_once(
     """Read files to their end (in order, as one log), print the exposition."""
     for path in files:
         source = pipeline.new_source()
-        with open(path, "rb") as stream:
-            while data := stream.read(READ_SIZE):
-                pipeline.feed(source, data)
+        try:
+            with open(path, "rb") as stream:
+                while data := stream.read(READ_SIZE):
+                    pipeline.feed(source, data)
+        except OSError as exc:
+            print(f"vllm-log-exporter: error: cannot read {path}: {exc.strerror}", file=sys.stderr)
+            return 2
         pipeline.flush(source)
     pipeline.finish()
     text = generate_latest(build_registry(pipeline.counts, pipeline.lock))
@@ -212,7 +216,7 @@ def serve(pipeline: Pipeline, args: argparse.Namespace) -> int:
             resume=resume.get(str(path.absolute())),
             start_at_end=args.from_end,
         )
-        for path in (p.absolute() for p in args.log_file)
+        for path in dict.fromkeys(p.absolute() for p in args.log_file)  # each path once
     ]
     stream = None
     if args.stdin:

@@ -37,10 +37,11 @@ def test_sample_is_classified_by_its_own_pattern(name: str) -> None:
 def _literal_runs(regex: str) -> list[str]:
     """Runs of literal characters every match of regex contains (groups inlined)."""
     try:
+        from re import _constants as c
         from re import _parser as sre_parse  # Python >= 3.11
-    except ImportError:  # pragma: no cover
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_constants as c  # type: ignore[no-redef]
         import sre_parse  # type: ignore[no-redef]
-    from re import _constants as c
 
     runs: list[str] = []
 
