@@ -58,7 +58,9 @@ Opener = Callable[[Path], int]
 
 
 def open_readonly(path: Path) -> int:
-    return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    # O_NONBLOCK: opening a FIFO must not hang the exporter (it is then refused: pipes go
+    # through --stdin). It changes nothing for regular files.
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
 
 
 class FileSource:
@@ -191,9 +193,9 @@ class FileSource:
             self._report("io_error", f"cannot open {self.path}: {exc.strerror}; will retry")
             return False
         info = os.fstat(fd)
-        if not (stat.S_ISREG(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+        if not stat.S_ISREG(info.st_mode):
             os.close(fd)
-            self._report("io_error", f"{self.path} is not a regular file or pipe; will retry")
+            self._report("io_error", f"{self.path} is not a regular file; will retry")
             return False
         identity = (info.st_dev, info.st_ino)
         offset, skipping = self._start_offset(identity, info.st_size, first_attempt)

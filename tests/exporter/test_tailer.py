@@ -285,11 +285,20 @@ def test_a_directory_at_the_path_is_reported_and_retried(tmp_path: Path) -> None
         "not_found": 0,
         "io_error": 1,
     }
-    assert warnings == [f"{log} is not a regular file or pipe; will retry"]
+    assert warnings == [f"{log} is not a regular file; will retry"]
     log.rmdir()
     log.write_text(START)
     tailer.poll()
     assert tailer.pipeline.counts.events["startup_complete"] == 1
+
+
+def test_a_fifo_at_the_path_does_not_hang_and_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    os.mkfifo(log)
+    source, tailer, warnings = follow(log)
+    assert tailer.poll() == 0
+    assert tailer.pipeline.counts.read_errors["io_error"] == 1
+    assert warnings == [f"{log} is not a regular file; will retry"]
 
 
 def test_lag_is_bytes_written_but_not_read(tmp_path: Path) -> None:
