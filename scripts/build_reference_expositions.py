@@ -27,9 +27,74 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 MAX_MODEL_LEN = 4096
 ITERATION = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 FAMILIES = {
-    "time_to_first_token": [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0],
-    "inter_token_latency": [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0],
-    "request_latency": [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0],
+    "time_to_first_token": [
+        0.001,
+        0.005,
+        0.01,
+        0.02,
+        0.04,
+        0.06,
+        0.08,
+        0.1,
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+        2.5,
+        5.0,
+        7.5,
+        10.0,
+        20.0,
+        40.0,
+        80.0,
+        160.0,
+        640.0,
+        2560.0,
+    ],
+    "inter_token_latency": [
+        0.01,
+        0.025,
+        0.05,
+        0.075,
+        0.1,
+        0.15,
+        0.2,
+        0.3,
+        0.4,
+        0.5,
+        0.75,
+        1.0,
+        2.5,
+        5.0,
+        7.5,
+        10.0,
+        20.0,
+        40.0,
+        80.0,
+    ],
+    "request_latency": [
+        0.3,
+        0.5,
+        0.8,
+        1.0,
+        1.5,
+        2.0,
+        2.5,
+        5.0,
+        10.0,
+        15.0,
+        20.0,
+        30.0,
+        40.0,
+        50.0,
+        60.0,
+        120.0,
+        240.0,
+        480.0,
+        960.0,
+        1920.0,
+        7680.0,
+    ],
     "iteration_tokens": ITERATION,
     "request_params_n": [1, 2, 5, 10, 20],
     "request_num_preemptions": [1, 2, 3, 4, 5, 10, 20],
@@ -108,7 +173,14 @@ def render(rows: list[dict], version: str, engine: str) -> str:
             continue
         names = labels_of(row, version)
         if row["labels"] == "metrics_info.keys()":
-            label_sets = [{"block_size": "16", "cache_dtype": "auto", "num_gpu_blocks": "2048", **({"engine": "0"} if v1 and vt(version) >= (0, 9, 0) else {})}]
+            label_sets = [
+                {
+                    "block_size": "16",
+                    "cache_dtype": "auto",
+                    "num_gpu_blocks": "2048",
+                    **({"engine": "0"} if v1 and vt(version) >= (0, 9, 0) else {}),
+                }
+            ]
         elif "finished_reason" in names:
             reasons = ["stop", "length", "abort"] + (["error"] if v1 and vt(version) >= (0, 13, 0) else [])
             if not v1:
@@ -117,9 +189,14 @@ def render(rows: list[dict], version: str, engine: str) -> str:
         elif "reason" in names:
             label_sets = [{**_base(names), "reason": r} for r in ("capacity", "deferred")]
         elif "sleep_state" in names:
-            label_sets = [{**_base(names), "sleep_state": s} for s in ("awake", "weights_offloaded", "discard_all")]
+            label_sets = [
+                {**_base(names), "sleep_state": s} for s in ("awake", "weights_offloaded", "discard_all")
+            ]
         elif "source" in names:
-            label_sets = [{**_base(names), "source": s} for s in ("local_compute", "local_cache_hit", "external_kv_transfer")]
+            label_sets = [
+                {**_base(names), "source": s}
+                for s in ("local_compute", "local_cache_hit", "external_kv_transfer")
+            ]
         else:
             label_sets = [_base(names)]
         for labels in label_sets:

@@ -66,7 +66,9 @@ def alertmanager_config(cfg: BundleConfig) -> dict[str, Any]:
     ]
     for i, team in enumerate(am.teams):
         if not team.matchers:
-            raise BundleError(f"config key 'alertmanager.teams[{i}].matchers' must name at least one matcher.")
+            raise BundleError(
+                f"config key 'alertmanager.teams[{i}].matchers' must name at least one matcher."
+            )
         team_critical = add(f"team{i}-critical", team.critical) if team.critical.type != "none" else critical
         team_warning = add(f"team{i}-warning", team.warning) if team.warning.type != "none" else warning
         routes.append(

@@ -74,7 +74,9 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
         "grafana/provisioning/dashboards/vllm-obs.yml": dump(dashboard_provider(cfg), header),
     }
     for dash in dashboards(res, cfg):
-        files[f"dashboards/vllm-{dash.key.replace('_', '-')}.json"] = render_dashboard(dash, cfg, source.summary)
+        files[f"dashboards/vllm-{dash.key.replace('_', '-')}.json"] = render_dashboard(
+            dash, cfg, source.summary
+        )
     files["kubernetes/generated/prometheusrule.yaml"] = prometheus_rule(
         {k: files[k] for k in (RECORDING_FILE, ALERTS_FILE)}, header
     )
@@ -88,9 +90,10 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
         files[f"tests/rules/{group.removeprefix('vllm-obs.')}.test.yml"] = dump(
             doc, [*header, "Run with: promtool test rules tests/rules/*.test.yml"]
         )
-    files[MANIFEST] = json.dumps(
-        {"generated_by": "vllm-obs", "source": source.summary, "files": sorted(files)}, indent=2
-    ) + "\n"
+    files[MANIFEST] = (
+        json.dumps({"generated_by": "vllm-obs", "source": source.summary, "files": sorted(files)}, indent=2)
+        + "\n"
+    )
     return Bundle(files=files, warnings=_warnings(res), summary=source.summary)
 
 

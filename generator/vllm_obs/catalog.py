@@ -161,9 +161,7 @@ class Catalog:
 
     def engine_names(self, engine: str) -> frozenset[str]:
         """Every series name the engine family has exposed in any release."""
-        return frozenset(
-            m.name for m in self.metrics.values() if any(v.engine == engine for v in m.variants)
-        )
+        return frozenset(m.name for m in self.metrics.values() if any(v.engine == engine for v in m.variants))
 
 
 def _build(data: dict[str, Any]) -> Catalog:

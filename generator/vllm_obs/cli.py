@@ -48,19 +48,45 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     source = gen.add_mutually_exclusive_group()
-    source.add_argument("--metrics-url", metavar="URL", help="a running vLLM's /metrics, e.g. http://HOST:8000/metrics")
+    source.add_argument(
+        "--metrics-url", metavar="URL", help="a running vLLM's /metrics, e.g. http://HOST:8000/metrics"
+    )
     source.add_argument("--metrics-file", metavar="PATH", help="a saved /metrics exposition")
     source.add_argument("--vllm-version", metavar="X.Y.Z", help="the embedded catalog of that vLLM release")
-    gen.add_argument("--engine", choices=("v0", "v1"), help="with --vllm-version: the engine (default: the release's default)")
+    gen.add_argument(
+        "--engine",
+        choices=("v0", "v1"),
+        help="with --vllm-version: the engine (default: the release's default)",
+    )
     gen.add_argument("--config", metavar="FILE", help="YAML config; see `vllm-obs default-config`")
-    gen.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"output directory (default: {DEFAULT_OUT})")
-    gen.add_argument("--check", action="store_true", help="write nothing; exit 1 if DIR differs from what would be generated")
-    gen.add_argument("--timeout", type=float, default=10.0, metavar="S", help="--metrics-url timeout in seconds (default 10)")
-    gen.add_argument("--bearer-token-file", metavar="PATH", help="--metrics-url: send this token (or set VLLM_OBS_BEARER_TOKEN)")
-    gen.add_argument("--insecure-skip-verify", action="store_true", help="--metrics-url: do not verify the TLS certificate")
+    gen.add_argument(
+        "--out", metavar="DIR", default=DEFAULT_OUT, help=f"output directory (default: {DEFAULT_OUT})"
+    )
+    gen.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if DIR differs from what would be generated",
+    )
+    gen.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="--metrics-url timeout in seconds (default 10)",
+    )
+    gen.add_argument(
+        "--bearer-token-file",
+        metavar="PATH",
+        help="--metrics-url: send this token (or set VLLM_OBS_BEARER_TOKEN)",
+    )
+    gen.add_argument(
+        "--insecure-skip-verify", action="store_true", help="--metrics-url: do not verify the TLS certificate"
+    )
     gen.set_defaults(run=_generate)
 
-    defaults = sub.add_parser("default-config", help="print every config knob with its default and documentation")
+    defaults = sub.add_parser(
+        "default-config", help="print every config knob with its default and documentation"
+    )
     defaults.set_defaults(run=lambda args: print(default_config_text(), end="") or 0)
 
     releases = sub.add_parser("releases", help="list the vLLM releases and engines the catalog covers")
@@ -71,10 +97,17 @@ def _parser() -> argparse.ArgumentParser:
 def _load_source(args: argparse.Namespace, catalog: Catalog) -> tuple[MetricSource, list[str]]:
     notes: list[str] = []
     if args.engine and not args.vllm_version:
-        raise BundleError("--engine only applies with --vllm-version; a live or saved exposition shows its own engine.")
+        raise BundleError(
+            "--engine only applies with --vllm-version; a live or saved exposition shows its own engine."
+        )
     if args.metrics_url:
         token = read_token_file(args.bearer_token_file) if args.bearer_token_file else token_from_env()
-        text = read_url(args.metrics_url, timeout=args.timeout, bearer_token=token, verify_tls=not args.insecure_skip_verify)
+        text = read_url(
+            args.metrics_url,
+            timeout=args.timeout,
+            bearer_token=token,
+            verify_tls=not args.insecure_skip_verify,
+        )
         return from_exposition(text, args.metrics_url, catalog), notes
     if args.metrics_file:
         return from_exposition(read_file(args.metrics_file), args.metrics_file, catalog), notes
@@ -97,9 +130,16 @@ def _generate(args: argparse.Namespace) -> int:
     if args.check:
         problems = check_bundle(bundle.files, out)
         if problems:
-            print(f"vllm-obs: {out} is stale: " + "; ".join(problems) + ". Regenerate it with `vllm-obs generate`.", file=sys.stderr)
+            print(
+                f"vllm-obs: {out} is stale: "
+                + "; ".join(problems)
+                + ". Regenerate it with `vllm-obs generate`.",
+                file=sys.stderr,
+            )
             return 1
-        print(f"vllm-obs: {out} is up to date ({len(bundle.files)} files, {source.summary}).", file=sys.stderr)
+        print(
+            f"vllm-obs: {out} is up to date ({len(bundle.files)} files, {source.summary}).", file=sys.stderr
+        )
         return 0
     removed = write_bundle(bundle.files, out)
     extra = f", removed {len(removed)} no longer generated" if removed else ""

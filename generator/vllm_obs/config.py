@@ -257,7 +257,9 @@ def load_config(path: str | Path | None) -> BundleConfig:
         where = f" at line {mark.line + 1}" if mark else ""
         raise BundleError(f"the config file {path} is not valid YAML{where}; fix the syntax there.") from None
     if not isinstance(data, dict):
-        raise BundleError(f"the config file {path} must be a YAML mapping of sections; see `vllm-obs default-config`.")
+        raise BundleError(
+            f"the config file {path} must be a YAML mapping of sections; see `vllm-obs default-config`."
+        )
     return build(BundleConfig, data, "", source=str(path))
 
 
@@ -265,7 +267,9 @@ def build(cls: type, data: Any, prefix: str, source: str = "the config") -> Any:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise BundleError(f"{prefix or 'the config'} in {source} must be a mapping; see `vllm-obs default-config`.")
+        raise BundleError(
+            f"{prefix or 'the config'} in {source} must be a mapping; see `vllm-obs default-config`."
+        )
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
@@ -299,7 +303,9 @@ def _coerce(hint: Any, raw: Any, key: str, source: str) -> Any:
             raise BundleError(f"config key '{key}' in {source} must be a list.")
         return [_coerce(item, v, f"{key}[{i}]", source) for i, v in enumerate(raw)]
     if origin is dict:
-        if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        if not isinstance(raw, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+        ):
             raise BundleError(f"config key '{key}' in {source} must be a mapping of strings to strings.")
         return dict(raw)
     if hint is bool:
@@ -326,12 +332,16 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
             "rate_window",
         )
         if is_duration and isinstance(value, str) and not _DURATION.match(value):
-            raise BundleError(f"config key '{key}' in {source} must be a Prometheus duration like 5m, got '{value}'.")
+            raise BundleError(
+                f"config key '{key}' in {source} must be a Prometheus duration like 5m, got '{value}'."
+            )
         if isinstance(value, float) and value < 0:
             raise BundleError(f"config key '{key}' in {source} must not be negative.")
-        if (f.name.endswith("_objective") or f.name.startswith(("kv_", "throttled_kv"))) and isinstance(
-            value, float
-        ) and not 0 < value < (1.0 if f.name.endswith("_objective") else 1.0 + 1e-9):
+        if (
+            (f.name.endswith("_objective") or f.name.startswith(("kv_", "throttled_kv")))
+            and isinstance(value, float)
+            and not 0 < value < (1.0 if f.name.endswith("_objective") else 1.0 + 1e-9)
+        ):
             raise BundleError(f"config key '{key}' in {source} must be a fraction between 0 and 1.")
     if isinstance(obj, Receiver):
         kinds = ("pagerduty", "opsgenie", "slack", "webhook", "email", "none")

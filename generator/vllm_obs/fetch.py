@@ -42,10 +42,12 @@ def read_url(url: str, *, timeout: float, bearer_token: str | None, verify_tls: 
             "truncated; fetch it again."
         ) from None
     except http.client.HTTPException as exc:
-        raise BundleError(f"{url} did not answer with valid HTTP ({type(exc).__name__}); check the URL and port.") from None
+        raise BundleError(
+            f"{url} did not answer with valid HTTP ({type(exc).__name__}); check the URL and port."
+        ) from None
     except urllib.error.URLError as exc:
         raise BundleError(_connection_message(url, exc.reason, timeout)) from None
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise BundleError(
             f"{url} did not answer within {timeout:g} s; check the server is not overloaded "
             "or raise --timeout."
@@ -53,7 +55,9 @@ def read_url(url: str, *, timeout: float, bearer_token: str | None, verify_tls: 
     except (ConnectionError, OSError) as exc:
         raise BundleError(_connection_message(url, exc, timeout)) from None
     if len(body) > MAX_BYTES:
-        raise BundleError(f"{url} returned more than {MAX_BYTES // 2**20} MiB; that is not a vLLM /metrics page.")
+        raise BundleError(
+            f"{url} returned more than {MAX_BYTES // 2**20} MiB; that is not a vLLM /metrics page."
+        )
     if declared and declared.isdigit() and int(declared) != len(body):
         raise BundleError(
             f"{url} sent {len(body)} of the {declared} bytes it announced, so the exposition is "
@@ -76,11 +80,15 @@ def read_file(path: str) -> str:
     except IsADirectoryError:
         raise BundleError(f"--metrics-file {path} is a directory; pass the saved exposition file.") from None
     except PermissionError:
-        raise BundleError(f"--metrics-file {path} is not readable (permission denied); fix its permissions.") from None
+        raise BundleError(
+            f"--metrics-file {path} is not readable (permission denied); fix its permissions."
+        ) from None
     except OSError as exc:
         raise BundleError(f"cannot read --metrics-file {path}: {exc.strerror}.") from None
     if len(body) > MAX_BYTES:
-        raise BundleError(f"{path} is larger than {MAX_BYTES // 2**20} MiB; that is not a vLLM /metrics page.")
+        raise BundleError(
+            f"{path} is larger than {MAX_BYTES // 2**20} MiB; that is not a vLLM /metrics page."
+        )
     return _decode(body, path)
 
 

@@ -20,7 +20,11 @@ def prometheus_rule(rule_files: dict[str, str], header: list[str]) -> str:
             "kind": "PrometheusRule",
             "metadata": {
                 "name": "vllm-obs",
-                "labels": {"app.kubernetes.io/part-of": "vllm-obs", "prometheus": "k8s", "role": "alert-rules"},
+                "labels": {
+                    "app.kubernetes.io/part-of": "vllm-obs",
+                    "prometheus": "k8s",
+                    "role": "alert-rules",
+                },
             },
             "spec": {"groups": groups},
         },

@@ -65,7 +65,7 @@ def equality_labels(matchers: str) -> dict[str, str]:
         if not match:
             raise BundleError(
                 f"the selector part '{part}' is not an equality matcher like namespace=\"llm\"; "
-                "only label=\"value\" matchers are supported there."
+                'only label="value" matchers are supported there.'
             )
         out[match.group(1)] = match.group(2)
     return out

@@ -60,7 +60,11 @@ def resolve(source: MetricSource, catalog: Catalog) -> Resolution:
     missing = []
     for key, spec in catalog.signals.items():
         family = next(
-            (source.families[n] for n in spec.series if n in source.families and source.families[n].type == spec.type),
+            (
+                source.families[n]
+                for n in spec.series
+                if n in source.families and source.families[n].type == spec.type
+            ),
             None,
         )
         if family is None:

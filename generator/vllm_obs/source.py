@@ -55,9 +55,7 @@ class MetricSource:
         return name in self.families
 
 
-def from_catalog(
-    catalog: Catalog, release: ReleaseInfo, engine: str | None = None
-) -> MetricSource:
+def from_catalog(catalog: Catalog, release: ReleaseInfo, engine: str | None = None) -> MetricSource:
     engine = engine or release.engines[0]
     if engine not in release.engines:
         raise BundleError(
@@ -111,8 +109,7 @@ def from_exposition(text: str, origin: str, catalog: Catalog) -> MetricSource:
         if any(f.name.startswith(("ray_vllm", "vllm_")) for f in parsed):
             hint = " (it has Ray-renamed vllm_ series; scrape the vLLM API server itself)"
         raise BundleError(
-            f"{origin} has no vllm: series{hint}; point at a vLLM server's /metrics after it "
-            "has started."
+            f"{origin} has no vllm: series{hint}; point at a vLLM server's /metrics after it has started."
         )
     guess = guess_engine(families, catalog)
     families.update(_populated_later(declared_only, guess, catalog))
@@ -162,9 +159,7 @@ def _families(parsed: list, origin: str) -> tuple[dict[str, Family], set[str]]:
     return families, declared_only
 
 
-def _populated_later(
-    declared_only: set[str], guess: EngineGuess, catalog: Catalog
-) -> dict[str, Family]:
+def _populated_later(declared_only: set[str], guess: EngineGuess, catalog: Catalog) -> dict[str, Family]:
     """Declared-but-empty families that the server fills in as soon as traffic arrives.
 
     http_requests_total, for one, has no sample until the first API request. A family
@@ -229,7 +224,9 @@ def guess_engine(families: dict[str, Family], catalog: Catalog) -> EngineGuess:
     scored = []
     for release in catalog.releases:
         for engine in release.engines:
-            possible = catalog.families(release.version, engine, include_conditional=True, include_hidden=True)
+            possible = catalog.families(
+                release.version, engine, include_conditional=True, include_hidden=True
+            )
             always = catalog.families(release.version, engine)
             known = {n for n in observed if n in catalog.metrics}
             unexplained = len(known - possible.keys())

@@ -24,6 +24,8 @@ _Dumper.add_representer(str, _str)
 
 
 def dump(data: Any, header: list[str] | None = None) -> str:
-    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=4096, allow_unicode=True, default_flow_style=False)
+    body = yaml.dump(
+        data, Dumper=_Dumper, sort_keys=False, width=4096, allow_unicode=True, default_flow_style=False
+    )
     lines = [f"# {GENERATED}"] + [f"# {line}" if line else "#" for line in (header or [])]
     return "\n".join(lines) + "\n" + body

@@ -18,7 +18,11 @@ REPO = Path(__file__).parent.parent.parent
 EVERY_RECEIVER = {
     "alertmanager": {
         "critical": {"type": "opsgenie", "secret_file": "/run/secrets/opsgenie-key"},
-        "warning": {"type": "webhook", "url": "http://chat-relay:8080/hook", "secret_file": "/run/secrets/relay-token"},
+        "warning": {
+            "type": "webhook",
+            "url": "http://chat-relay:8080/hook",
+            "secret_file": "/run/secrets/relay-token",
+        },
         "info": {"type": "email", "to": "vllm-tickets@example.org"},
         "watchdog": {"type": "webhook", "url": "https://hc-ping.example/ping"},
         "smtp_smarthost": "smtp.example.org:587",
@@ -29,9 +33,16 @@ EVERY_RECEIVER = {
             {
                 "matchers": ['team="search"'],
                 "critical": {"type": "pagerduty", "secret_file": "/run/secrets/search-pd"},
-                "warning": {"type": "slack", "secret_file": "/run/secrets/search-slack", "channel": "#search"},
+                "warning": {
+                    "type": "slack",
+                    "secret_file": "/run/secrets/search-slack",
+                    "channel": "#search",
+                },
             },
-            {"matchers": ['model_name=~"llama.*"'], "warning": {"type": "slack", "secret_file": "/run/secrets/llama"}},
+            {
+                "matchers": ['model_name=~"llama.*"'],
+                "warning": {"type": "slack", "secret_file": "/run/secrets/llama"},
+            },
         ],
     }
 }
@@ -42,14 +53,20 @@ def amtool(*args: str) -> subprocess.CompletedProcess:
 
 
 def routes(config: Path, labels: dict[str, str]) -> list[str]:
-    result = amtool("config", "routes", "test", f"--config.file={config}", *(f"{k}={v}" for k, v in labels.items()))
+    result = amtool(
+        "config", "routes", "test", f"--config.file={config}", *(f"{k}={v}" for k, v in labels.items())
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().split(",")
 
 
 @pytest.fixture(scope="module")
 def every_receiver(tmp_path_factory) -> Path:
-    return generate(tmp_path_factory.mktemp("am") / "bundle", config=EVERY_RECEIVER) / "alerts" / "alertmanager.yml"
+    return (
+        generate(tmp_path_factory.mktemp("am") / "bundle", config=EVERY_RECEIVER)
+        / "alerts"
+        / "alertmanager.yml"
+    )
 
 
 def test_amtool_accepts_the_committed_default_and_every_receiver_type(every_receiver):
@@ -60,7 +77,13 @@ def test_amtool_accepts_the_committed_default_and_every_receiver_type(every_rece
 
 def test_no_secret_is_written_into_the_config(every_receiver):
     text = every_receiver.read_text()
-    for field in ("routing_key_file", "api_key_file", "api_url_file", "credentials_file", "smtp_auth_password_file"):
+    for field in (
+        "routing_key_file",
+        "api_key_file",
+        "api_url_file",
+        "credentials_file",
+        "smtp_auth_password_file",
+    ):
         assert field in text
     for literal in ("routing_key:", "api_key:", "api_url:", "smtp_auth_password:"):
         assert literal not in text
@@ -68,8 +91,14 @@ def test_no_secret_is_written_into_the_config(every_receiver):
 
 DEFAULT_TABLE = [
     ({"alertname": "Watchdog", "severity": "info"}, ["watchdog-webhook"]),
-    ({"alertname": "VllmEngineDead", "severity": "critical", "instance": "vllm-0:8000"}, ["critical-pagerduty", "warning-slack"]),
-    ({"alertname": "VllmQueueDepthHigh", "severity": "warning", "instance": "vllm-0:8000"}, ["warning-slack"]),
+    (
+        {"alertname": "VllmEngineDead", "severity": "critical", "instance": "vllm-0:8000"},
+        ["critical-pagerduty", "warning-slack"],
+    ),
+    (
+        {"alertname": "VllmQueueDepthHigh", "severity": "warning", "instance": "vllm-0:8000"},
+        ["warning-slack"],
+    ),
     ({"alertname": "VllmSomethingInformational", "severity": "info"}, ["info-none"]),
     ({"alertname": "VllmUnlabelled"}, ["warning-slack"]),  # no severity: chat, never dropped
 ]
@@ -80,7 +109,11 @@ def test_default_routing_table(labels, receivers):
     config = REPO / "alerts" / "alertmanager.yml"
     assert routes(config, labels) == receivers
     verify = amtool(
-        "config", "routes", "test", f"--config.file={config}", f"--verify.receivers={','.join(receivers)}",
+        "config",
+        "routes",
+        "test",
+        f"--config.file={config}",
+        f"--verify.receivers={','.join(receivers)}",
         *(f"{k}={v}" for k, v in labels.items()),
     )
     assert verify.returncode == 0, verify.stdout
@@ -91,10 +124,16 @@ EVERY_TABLE = [
     ({"alertname": "VllmTargetDown", "severity": "critical"}, ["critical-opsgenie", "warning-webhook"]),
     ({"alertname": "VllmPreemptions", "severity": "warning"}, ["warning-webhook"]),
     ({"alertname": "VllmX", "severity": "info"}, ["info-email"]),
-    ({"alertname": "VllmEngineDead", "severity": "critical", "team": "search"}, ["team0-critical-pagerduty", "team0-warning-slack"]),
+    (
+        {"alertname": "VllmEngineDead", "severity": "critical", "team": "search"},
+        ["team0-critical-pagerduty", "team0-warning-slack"],
+    ),
     ({"alertname": "VllmQueueDepthHigh", "severity": "warning", "team": "search"}, ["team0-warning-slack"]),
     # A team without its own pager keeps the shared one.
-    ({"alertname": "VllmEngineDead", "severity": "critical", "model_name": "llama-3"}, ["critical-opsgenie", "team1-warning-slack"]),
+    (
+        {"alertname": "VllmEngineDead", "severity": "critical", "model_name": "llama-3"},
+        ["critical-opsgenie", "team1-warning-slack"],
+    ),
     ({"alertname": "Watchdog", "severity": "info", "team": "search"}, ["watchdog-webhook"]),
 ]
 
@@ -122,9 +161,18 @@ POSTED = [
     alert("tpot-warning", "VllmHighTimePerOutputToken", "warning", instance="vllm-2:8000", model_name="m"),
     alert("tpot-elsewhere", "VllmHighTimePerOutputToken", "warning", instance="vllm-3:8000", model_name="m"),
     # Fleet-level alerts have no instance: the model must still match (the `equal` caution).
-    alert("burn-critical", "VllmTimeToFirstTokenBudgetBurn", "critical", model_name="m", long="1h", short="5m"),
+    alert(
+        "burn-critical", "VllmTimeToFirstTokenBudgetBurn", "critical", model_name="m", long="1h", short="5m"
+    ),
     alert("burn-warning", "VllmTimeToFirstTokenBudgetBurn", "warning", model_name="m", long="1d", short="2h"),
-    alert("burn-other-model", "VllmTimeToFirstTokenBudgetBurn", "warning", model_name="other", long="1d", short="2h"),
+    alert(
+        "burn-other-model",
+        "VllmTimeToFirstTokenBudgetBurn",
+        "warning",
+        model_name="other",
+        long="1d",
+        short="2h",
+    ),
     # An OOM that killed the engine pages once, for the OOM.
     alert("oom", "VllmOutOfMemory", "critical", instance="vllm-4:8000", event="oom"),
     alert("oom-dead", "VllmEngineDead", "critical", instance="vllm-4:8000", event="engine_dead"),
@@ -147,4 +195,6 @@ def test_inhibition_on_a_real_alertmanager(tmp_path):
     assert set(state) == {a["labels"]["case"] for a in POSTED}
     assert inhibited == INHIBITED
     # What stays: one page per incident, and the healthy replica's own alert.
-    assert {"dead", "other-replica", "tpot-critical", "tpot-elsewhere", "burn-other-model", "oom"} <= set(state) - inhibited
+    assert {"dead", "other-replica", "tpot-critical", "tpot-elsewhere", "burn-other-model", "oom"} <= set(
+        state
+    ) - inhibited

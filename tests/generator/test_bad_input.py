@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from vllm_obs.cli import main as vllm_obs
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
@@ -54,7 +53,7 @@ class Responder(BaseHTTPRequestHandler):
     content_type = "text/plain; version=0.0.4"
     declared_length: int | None = None
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.send_response(self.status)
         self.send_header("Content-Type", self.content_type)
         self.send_header("Content-Length", str(self.declared_length or len(self.body)))
@@ -95,7 +94,9 @@ def test_timeout(capsys, existing_bundle):
     listener.listen(1)  # accepts the connection, never answers
     try:
         port = listener.getsockname()[1]
-        line = run_failing(capsys, existing_bundle, "--metrics-url", f"http://127.0.0.1:{port}/metrics", "--timeout", "0.5")
+        line = run_failing(
+            capsys, existing_bundle, "--metrics-url", f"http://127.0.0.1:{port}/metrics", "--timeout", "0.5"
+        )
     finally:
         listener.close()
     assert "did not answer within 0.5 s" in line
@@ -103,7 +104,13 @@ def test_timeout(capsys, existing_bundle):
 
 @pytest.mark.parametrize(
     "status, phrase",
-    [(401, "--bearer-token-file"), (403, "not authorised"), (404, "no such page"), (500, "server error"), (503, "server error")],
+    [
+        (401, "--bearer-token-file"),
+        (403, "not authorised"),
+        (404, "no such page"),
+        (500, "server error"),
+        (503, "server error"),
+    ],
 )
 def test_http_error_status(capsys, existing_bundle, status, phrase):
     with http_server(status=status, body=b"nope") as url:
@@ -143,7 +150,11 @@ def test_file_truncated_mid_line(capsys, existing_bundle, tmp_path):
 
 def test_file_truncated_at_a_line_boundary_inside_a_histogram(capsys, existing_bundle, tmp_path):
     lines = GOOD.splitlines(keepends=True)
-    cut = next(i for i, line in enumerate(lines) if 'time_to_first_token_seconds_bucket' in line and 'le="1.0"' in line)
+    cut = next(
+        i
+        for i, line in enumerate(lines)
+        if "time_to_first_token_seconds_bucket" in line and 'le="1.0"' in line
+    )
     saved = tmp_path / "cut.prom"
     saved.write_text("".join(lines[: cut + 1]))
     line = run_failing(capsys, existing_bundle, "--metrics-file", str(saved))
@@ -152,8 +163,12 @@ def test_file_truncated_at_a_line_boundary_inside_a_histogram(capsys, existing_b
 
 def test_garbled_exposition(capsys, existing_bundle, tmp_path):
     saved = tmp_path / "garbled.prom"
-    saved.write_text(GOOD.replace('vllm:num_requests_running{engine="0"', 'vllm:num_requests_running{engine="0', 1))
-    assert "not valid Prometheus text format" in run_failing(capsys, existing_bundle, "--metrics-file", str(saved))
+    saved.write_text(
+        GOOD.replace('vllm:num_requests_running{engine="0"', 'vllm:num_requests_running{engine="0', 1)
+    )
+    assert "not valid Prometheus text format" in run_failing(
+        capsys, existing_bundle, "--metrics-file", str(saved)
+    )
 
 
 def test_binary_garbage(capsys, existing_bundle, tmp_path):
@@ -176,7 +191,9 @@ def test_ray_renamed_series_get_a_hint(capsys, existing_bundle, tmp_path):
 
 
 def test_missing_metrics_file(capsys, existing_bundle, tmp_path):
-    assert "does not exist" in run_failing(capsys, existing_bundle, "--metrics-file", str(tmp_path / "nope.prom"))
+    assert "does not exist" in run_failing(
+        capsys, existing_bundle, "--metrics-file", str(tmp_path / "nope.prom")
+    )
 
 
 @pytest.mark.parametrize("version", ["0.5.5", "0.34.0", "banana"])
@@ -186,7 +203,9 @@ def test_unknown_vllm_version(capsys, existing_bundle, version):
 
 
 def test_engine_the_release_does_not_have(capsys, existing_bundle):
-    assert "no v0 engine" in run_failing(capsys, existing_bundle, "--vllm-version", "0.12.0", "--engine", "v0")
+    assert "no v0 engine" in run_failing(
+        capsys, existing_bundle, "--vllm-version", "0.12.0", "--engine", "v0"
+    )
 
 
 def test_unknown_config_key_is_named(capsys, existing_bundle, tmp_path):

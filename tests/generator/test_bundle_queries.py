@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from vllm_obs.catalog import Catalog
 
 from tests.support.bundles import dashboard_exprs, generate, recorded_names, rule_exprs, selected_names
-from vllm_obs.catalog import Catalog
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
 CATALOG = Catalog.load()
@@ -29,7 +29,10 @@ def exporter_series(tmp: Path) -> set[str]:
     empty = tmp / "empty.log"
     empty.write_text("")
     out = subprocess.run(
-        [sys.executable, "-m", "vllm_log_exporter.cli", "--once", str(empty)], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "vllm_log_exporter.cli", "--once", str(empty)],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     names = {s.name for f in text_string_to_metric_families(out) for s in f.samples}
     # Series that only appear once their first line is seen (the stats-line gauges).

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from vllm_obs.catalog import Catalog
 from vllm_obs.errors import BundleError
 from vllm_obs.source import from_exposition
@@ -76,7 +75,9 @@ def test_counters_always_carry_total_and_preemptions_never_lacked_it():
 
 def test_the_engine_label_arrives_in_0_8_3_on_v1_only():
     for release, engine, has in (("0.8.2", "v1", False), ("0.8.3", "v1", True), ("0.10.2", "v0", False)):
-        ttft = CATALOG.families(tuple(map(int, release.split("."))), engine)["vllm:time_to_first_token_seconds"]
+        ttft = CATALOG.families(tuple(map(int, release.split("."))), engine)[
+            "vllm:time_to_first_token_seconds"
+        ]
         assert ("engine" in ttft.labels) is has, (release, engine)
 
 

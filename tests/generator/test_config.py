@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from vllm_obs.config import BundleConfig, build, default_config_text, load_config
 from vllm_obs.errors import BundleError
 
@@ -51,7 +50,10 @@ def test_partial_config_keeps_other_defaults(tmp_path):
     "data, phrase",
     [
         ({"alert": {}}, "unknown config key 'alert'"),
-        ({"prometheus": {"log_exporters": [{"target": "x:1", "vllm_host": "y"}]}}, "'prometheus.log_exporters[0].vllm_host'"),
+        (
+            {"prometheus": {"log_exporters": [{"target": "x:1", "vllm_host": "y"}]}},
+            "'prometheus.log_exporters[0].vllm_host'",
+        ),
         ({"alerts": {"ttft_for": "3 minutes"}}, "Prometheus duration"),
         ({"alerts": {"kv_usage_threshold": 1.5}}, "fraction between 0 and 1"),
         ({"slo": {"ttft_objective": 1}}, "fraction between 0 and 1"),

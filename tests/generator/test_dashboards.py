@@ -21,7 +21,10 @@ def load(bundle: Path) -> list[dict]:
 def test_four_dashboards_with_unique_uids_and_titles():
     dashboards = load(REPO)
     assert [d["uid"] for d in dashboards] == [
-        "vllm-obs-failures", "vllm-obs-instance", "vllm-obs-kv-cache", "vllm-obs-overview"
+        "vllm-obs-failures",
+        "vllm-obs-instance",
+        "vllm-obs-kv-cache",
+        "vllm-obs-overview",
     ]
     assert len({d["title"] for d in dashboards}) == 4
 
@@ -70,7 +73,10 @@ def test_latency_and_saturation_panels_carry_the_alert_thresholds():
     def steps(title):
         return [s["value"] for s in panels[title]["fieldConfig"]["defaults"]["thresholds"]["steps"]][1:]
 
-    assert steps("Time to first token") == [alerts["ttft_p95_warning_seconds"], alerts["ttft_p95_critical_seconds"]]
+    assert steps("Time to first token") == [
+        alerts["ttft_p95_warning_seconds"],
+        alerts["ttft_p95_critical_seconds"],
+    ]
     assert steps("KV-cache usage") == [alerts["kv_usage_threshold"]]
     assert steps("Error ratio") == [alerts["error_ratio_warning"], alerts["error_ratio_critical"]]
 
@@ -88,7 +94,11 @@ def test_alert_dashboard_links_land_on_existing_dashboards():
 @pytest.mark.parametrize(
     "release, engine, absent",
     [
-        ("0.7.1", "v1", {"End-to-end request latency", "Preemptions per finished request", "Where the time goes (p95)"}),
+        (
+            "0.7.1",
+            "v1",
+            {"End-to-end request latency", "Preemptions per finished request", "Where the time goes (p95)"},
+        ),
         ("0.13.0", "v1", {"Waiting by reason", "Requests swapped to CPU"}),
         ("0.6.0", "v0", {"HTTP responses by status"}),
     ],

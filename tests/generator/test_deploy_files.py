@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import yaml
-
 from vllm_obs.dashboards.provisioning import DASHBOARD_PATH
 
 REPO = Path(__file__).parent.parent.parent
@@ -33,7 +32,7 @@ def test_the_stack_has_every_component():
 
 
 def test_every_bind_mount_exists_in_the_checkout():
-    for name, service in COMPOSE["services"].items():
+    for name in COMPOSE["services"]:
         for source in mounts(name).values():
             if source.startswith("./"):
                 assert (REPO / source).exists(), f"{name} mounts missing {source}"
@@ -57,7 +56,9 @@ def test_scrape_targets_are_services_on_their_ports():
         name: {p.split(":")[-1] for p in service.get("ports", [])}
         for name, service in COMPOSE["services"].items()
     }
-    targets = [t for job in PROMETHEUS["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
+    targets = [
+        t for job in PROMETHEUS["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
+    ]
     targets += PROMETHEUS["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
     assert targets
     for target in targets:
@@ -79,8 +80,12 @@ def test_grafana_and_alertmanager_paths_line_up():
     am = " ".join(COMPOSE["services"]["alertmanager"]["command"])
     assert "--config.file=/etc/vllm-obs/alerts/alertmanager.yml" in am
     secrets = yaml.safe_load((REPO / "alerts" / "alertmanager.yml").read_text())
-    files = [c.get("routing_key_file") or c.get("api_url_file") for r in secrets["receivers"]
-             for key in ("pagerduty_configs", "slack_configs") for c in r.get(key, [])]
+    files = [
+        c.get("routing_key_file") or c.get("api_url_file")
+        for r in secrets["receivers"]
+        for key in ("pagerduty_configs", "slack_configs")
+        for c in r.get(key, [])
+    ]
     assert files and all(f.startswith("/etc/alertmanager/secrets/") for f in files)
     assert mounts("alertmanager")["/etc/alertmanager/secrets"] == "./secrets"
 

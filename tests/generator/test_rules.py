@@ -13,17 +13,22 @@ from pathlib import Path
 
 import pytest
 import yaml
+from vllm_obs.catalog import Catalog
 
 from tests.support.bundles import generate
 from tests.support.monitoring import binary
-from vllm_obs.catalog import Catalog
 
 pytestmark = pytest.mark.prometheus
 
 REPO = Path(__file__).parent.parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "metrics"
 CATALOG = Catalog.load()
-CARD_ALERTS = ("VllmHighTimeToFirstToken", "VllmHighTimePerOutputToken", "VllmQueueDepthHigh", "VllmKVCachePressure")
+CARD_ALERTS = (
+    "VllmHighTimeToFirstToken",
+    "VllmHighTimePerOutputToken",
+    "VllmQueueDepthHigh",
+    "VllmKVCachePressure",
+)
 
 # One release per naming era of each engine family.
 ERAS = [
@@ -64,7 +69,8 @@ def test_every_engine_family_and_naming_era(release, engine, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "fixture", ["vllm-0.32.0-cpu-traffic.prom", "reference/vllm-0.9.0-v0.prom", "reference/vllm-0.20.0-v1.prom"]
+    "fixture",
+    ["vllm-0.32.0-cpu-traffic.prom", "reference/vllm-0.9.0-v0.prom", "reference/vllm-0.20.0-v1.prom"],
 )
 def test_bundles_from_expositions(fixture, tmp_path):
     check_and_test(generate(tmp_path / "bundle", "--metrics-file", str(FIXTURES / fixture)))
@@ -87,7 +93,12 @@ CUSTOM = {
         "stall_window": "10m",
         "min_request_rate": 0.1,
     },
-    "slo": {"ttft_threshold_seconds": 1.0, "ttft_objective": 0.995, "itl_threshold_seconds": 0.1, "itl_objective": 0.95},
+    "slo": {
+        "ttft_threshold_seconds": 1.0,
+        "ttft_objective": 0.995,
+        "itl_threshold_seconds": 0.1,
+        "itl_objective": 0.95,
+    },
 }
 
 
@@ -140,9 +151,9 @@ def test_every_alert_fires_stays_silent_and_has_its_for_boundary_checked():
             continue
         assert fired and silent, name
         for severity in {r["labels"]["severity"] for r in variants}:
-            assert any(
-                a["exp_labels"]["severity"] == severity for c in fired for a in c["exp_alerts"]
-            ), f"{name} {severity} never fires in a test"
+            assert any(a["exp_labels"]["severity"] == severity for c in fired for a in c["exp_alerts"]), (
+                f"{name} {severity} never fires in a test"
+            )
         for alert in fired[0]["exp_alerts"]:
             assert set(alert["exp_annotations"]) == {"summary", "description", "runbook_url", "dashboard_url"}
         durations = {r.get("for") for r in variants} - {None}
@@ -152,7 +163,11 @@ def test_every_alert_fires_stays_silent_and_has_its_for_boundary_checked():
             for test_name, check in checks[name]:
                 pairs.setdefault(test_name, []).append(check)
             assert any(
-                any(not c["exp_alerts"] and _minutes(c) + 1 == _minutes(d) and d["exp_alerts"] for c in cs for d in cs)
+                any(
+                    not c["exp_alerts"] and _minutes(c) + 1 == _minutes(d) and d["exp_alerts"]
+                    for c in cs
+                    for d in cs
+                )
                 for cs in pairs.values()
             ), f"{name}: no for-boundary check"
 
@@ -170,7 +185,11 @@ def test_the_four_signals_of_the_card_are_alerted_under_the_release_s_own_names(
             assert f"alert: {name}" in alerts, (release.text, engine, name)
         recording = (bundle / "alerts" / "vllm-recording.rules.yml").read_text()
         exposed = CATALOG.families(release.version, engine)
-        kv = "vllm:kv_cache_usage_perc" if "vllm:kv_cache_usage_perc" in exposed else "vllm:gpu_cache_usage_perc"
+        kv = (
+            "vllm:kv_cache_usage_perc"
+            if "vllm:kv_cache_usage_perc" in exposed
+            else "vllm:gpu_cache_usage_perc"
+        )
         itl = (
             "vllm:inter_token_latency_seconds"
             if "vllm:inter_token_latency_seconds" in exposed

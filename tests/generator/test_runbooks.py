@@ -17,7 +17,9 @@ def headings(markdown: str) -> set[str]:
     return {m.group(1).lower() for m in re.finditer(r"^## (\S+)$", markdown, re.M)}
 
 
-@pytest.mark.parametrize("args", [(), ("--vllm-version", "0.9.0", "--engine", "v0"), ("--vllm-version", "0.7.1", "--engine", "v1")])
+@pytest.mark.parametrize(
+    "args", [(), ("--vllm-version", "0.9.0", "--engine", "v0"), ("--vllm-version", "0.7.1", "--engine", "v1")]
+)
 def test_every_alert_links_to_its_own_runbook_section(args, tmp_path):
     bundle = generate(tmp_path / "bundle", *args)
     anchors = headings((bundle / "alerts" / "runbooks.md").read_text())

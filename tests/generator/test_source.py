@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from vllm_obs.catalog import Catalog
 from vllm_obs.signals import resolve
 from vllm_obs.source import from_catalog, from_exposition
@@ -56,7 +55,8 @@ def test_declared_but_empty_families_count_only_when_the_engine_always_fills_the
 
 def test_custom_histogram_buckets_are_read_from_the_exposition():
     custom = REAL_TRAFFIC.replace(
-        'vllm:time_to_first_token_seconds_bucket{engine="0",le="2.5"', 'vllm:time_to_first_token_seconds_bucket{engine="0",le="3.0"'
+        'vllm:time_to_first_token_seconds_bucket{engine="0",le="2.5"',
+        'vllm:time_to_first_token_seconds_bucket{engine="0",le="3.0"',
     )
     source = from_exposition(custom, "custom", CATALOG)
     bounds = source.families["vllm:time_to_first_token_seconds"].buckets

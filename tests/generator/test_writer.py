@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-
 from vllm_obs.errors import BundleError
 from vllm_obs.writer import check_bundle, write_bundle
 
 
 def test_writes_every_file_and_a_manifest(tmp_path):
-    files = {"a/x.yml": "x\n", "b.json": "{}\n", ".vllm-obs-manifest.json": json.dumps({"generated_by": "vllm-obs", "files": ["a/x.yml", "b.json", ".vllm-obs-manifest.json"]})}
+    files = {
+        "a/x.yml": "x\n",
+        "b.json": "{}\n",
+        ".vllm-obs-manifest.json": json.dumps(
+            {"generated_by": "vllm-obs", "files": ["a/x.yml", "b.json", ".vllm-obs-manifest.json"]}
+        ),
+    }
     assert write_bundle(files, tmp_path / "out") == []
     assert (tmp_path / "out" / "a" / "x.yml").read_text() == "x\n"
     assert check_bundle(files, tmp_path / "out") == []

@@ -37,7 +37,15 @@ def log_exporter(log: Path, workdir: Path) -> Iterator[str]:
     port = free_port()
     with (workdir / "exporter.out").open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "vllm_log_exporter.cli", "--log-file", str(log), "--listen", f"127.0.0.1:{port}"],
+            [
+                sys.executable,
+                "-m",
+                "vllm_log_exporter.cli",
+                "--log-file",
+                str(log),
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
@@ -90,7 +98,9 @@ def test_generate_from_the_live_server_queries_only_what_it_exposes(vllm_with_tr
 def test_every_dashboard_panel_returns_data_from_a_live_stack(vllm_with_traffic, tmp_path):
     server = vllm_with_traffic
     with log_exporter(server.log_path, tmp_path) as exporter:
-        bundle = generate(tmp_path / "bundle", "--metrics-url", server.metrics_url, config=stack_config(server, exporter))
+        bundle = generate(
+            tmp_path / "bundle", "--metrics-url", server.metrics_url, config=stack_config(server, exporter)
+        )
         with Prometheus(bundle / "prometheus" / "prometheus.yml", tmp_path) as prom:
             prom.wait_for('up{job="vllm"} == 1', timeout=60)
             prom.wait_for('up{job="vllm-log-exporter"} == 1', timeout=60)
@@ -124,7 +134,9 @@ def test_fire_drill_engine_killed(tmp_path):
     """kill -9 of the engine core: the exporter sees it in the log and VllmEngineDead fires."""
     server = VllmServer(tmp_path / "drill.log")
     with server, log_exporter(server.log_path, tmp_path) as exporter:
-        bundle = generate(tmp_path / "bundle", "--vllm-version", "0.32.0", config=stack_config(server, exporter))
+        bundle = generate(
+            tmp_path / "bundle", "--vllm-version", "0.32.0", config=stack_config(server, exporter)
+        )
         with Prometheus(bundle / "prometheus" / "prometheus.yml", tmp_path) as prom:
             prom.wait_for('vllm_log_events_total{event="engine_dead"} == 0', timeout=60)
             assert not prom.query('ALERTS{alertname="VllmEngineDead"}')

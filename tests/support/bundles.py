@@ -8,7 +8,6 @@ from pathlib import Path
 
 import promql_parser
 import yaml
-
 from vllm_obs.cli import main as vllm_obs
 
 # Grafana's built-in variables, as a dashboard expands them for a 1h range.

@@ -19,7 +19,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,7 +129,12 @@ class VllmServer:
         ]
 
     def env(self) -> dict[str, str]:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+        }
         env.pop("VLLM_OBS_VLLM_PYTHON", None)
         env.update(self.extra_env)
         return env
@@ -169,7 +174,9 @@ class VllmServer:
                     return
             time.sleep(0.5)
         self.stop()
-        raise RuntimeError(f"vLLM did not become ready in {self.startup_timeout}s; log tail:\n{self.log_tail()}")
+        raise RuntimeError(
+            f"vLLM did not become ready in {self.startup_timeout}s; log tail:\n{self.log_tail()}"
+        )
 
     def wait_exit(self, timeout: float) -> int:
         assert self.process is not None
@@ -257,5 +264,3 @@ def send_traffic(server: VllmServer, requests: int = 6, errors: bool = True) -> 
         wrong_model = {"model": "no-such-model", "prompt": "x", "max_tokens": 4}
         record(http_post_json(server.url + "/v1/completions", wrong_model)[0])
     return counts
-
-

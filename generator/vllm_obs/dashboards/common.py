@@ -11,8 +11,15 @@ WARN, CRIT = "orange", "red"
 
 
 def latency_panel(
-    res: Resolution, cfg: BundleConfig, key: str, title: str, level: str, selector: str, legend: str,
-    warn: float | None = None, crit: float | None = None,
+    res: Resolution,
+    cfg: BundleConfig,
+    key: str,
+    title: str,
+    level: str,
+    selector: str,
+    legend: str,
+    warn: float | None = None,
+    crit: float | None = None,
 ) -> Panel | None:
     if key not in res.signals:
         return None

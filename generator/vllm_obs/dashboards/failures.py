@@ -21,7 +21,11 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 description=f"{what} in the selected time range, from the vLLM logs.",
                 unit="none",
                 kind="stat",
-                queries=(Query(f'sum(increase(vllm_log_events_total{x[:-1]}, event="{event}"}}[$__range]))', title),),
+                queries=(
+                    Query(
+                        f'sum(increase(vllm_log_events_total{x[:-1]}, event="{event}"}}[$__range]))', title
+                    ),
+                ),
                 thresholds=((1, CRIT),),
                 width=6,
                 height=5,
@@ -39,7 +43,9 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 description=f"Events per {window}: OOM, dead engine and failed starts are incidents; the rest is context.",
                 unit="none",
                 kind="bars",
-                queries=(Query(f"sum by (event) (increase(vllm_log_events_total{x}[{window}]))", "{{event}}"),),
+                queries=(
+                    Query(f"sum by (event) (increase(vllm_log_events_total{x}[{window}]))", "{{event}}"),
+                ),
                 stack=True,
                 min=0,
             ),
@@ -49,7 +55,10 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 unit="none",
                 kind="bars",
                 queries=(
-                    Query(f"sum by (reason) (increase(vllm_log_startup_failures_total{x}[{window}]))", "{{reason}}"),
+                    Query(
+                        f"sum by (reason) (increase(vllm_log_startup_failures_total{x}[{window}]))",
+                        "{{reason}}",
+                    ),
                 ),
                 stack=True,
                 min=0,
@@ -64,7 +73,10 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 queries=(
                     Query(f"sum by (instance) (vllm_log_requests_running{x})", "running {{instance}}"),
                     Query(f"sum by (instance) (vllm_log_requests_waiting{x})", "waiting {{instance}}"),
-                    Query(f"max by (instance) (vllm_log_kv_cache_usage_ratio{x}) * 100", "KV cache % {{instance}}"),
+                    Query(
+                        f"max by (instance) (vllm_log_kv_cache_usage_ratio{x}) * 100",
+                        "KV cache % {{instance}}",
+                    ),
                 ),
                 min=0,
                 may_be_empty="the stats line is logged at DEBUG while the engine is idle",
@@ -74,7 +86,10 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 description="Lines read per second and bytes not yet read: a growing backlog means the exporter lags.",
                 unit="none",
                 queries=(
-                    Query(f"sum by (instance) (rate(vllm_log_lines_total{x}[$__rate_interval]))", "lines/s {{instance}}"),
+                    Query(
+                        f"sum by (instance) (rate(vllm_log_lines_total{x}[$__rate_interval]))",
+                        "lines/s {{instance}}",
+                    ),
                     Query(f"sum by (instance) (vllm_log_unread_bytes{x})", "unread bytes {{instance}}"),
                 ),
                 min=0,

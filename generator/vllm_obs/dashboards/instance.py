@@ -17,11 +17,31 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
     n = Names(cfg.alerts.rate_window)
     a = cfg.alerts
     latency = keep(
-        latency_panel(res, cfg, "time_to_first_token", "Time to first token", "job_instance_model", f.replica,
-                      LEGEND, a.ttft_p95_warning_seconds, a.ttft_p95_critical_seconds),
-        latency_panel(res, cfg, "inter_token_latency", "Inter-token latency", "job_instance_model", f.replica,
-                      LEGEND, a.itl_p95_warning_seconds, a.itl_p95_critical_seconds),
-        latency_panel(res, cfg, "e2e_request_latency", "End-to-end latency", "job_instance_model", f.replica, LEGEND),
+        latency_panel(
+            res,
+            cfg,
+            "time_to_first_token",
+            "Time to first token",
+            "job_instance_model",
+            f.replica,
+            LEGEND,
+            a.ttft_p95_warning_seconds,
+            a.ttft_p95_critical_seconds,
+        ),
+        latency_panel(
+            res,
+            cfg,
+            "inter_token_latency",
+            "Inter-token latency",
+            "job_instance_model",
+            f.replica,
+            LEGEND,
+            a.itl_p95_warning_seconds,
+            a.itl_p95_critical_seconds,
+        ),
+        latency_panel(
+            res, cfg, "e2e_request_latency", "End-to-end latency", "job_instance_model", f.replica, LEGEND
+        ),
     )
     phases = [
         Query(f"{n.quantile(key, 'p95')}{f.replica}", f"{what} {LEGEND}")
@@ -68,7 +88,10 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 description="API responses per second by status class; 4xx are client mistakes, 5xx server failures.",
                 unit="reqps",
                 queries=(
-                    Query(f"sum by (instance, status) (rate({sig.name}{f.target}[{RATE}]))", "{{status}} {{instance}}"),
+                    Query(
+                        f"sum by (instance, status) (rate({sig.name}{f.target}[{RATE}]))",
+                        "{{status}} {{instance}}",
+                    ),
                 ),
                 stack=True,
                 min=0,
@@ -84,8 +107,13 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
     ]
     if tokens:
         traffic.append(
-            Panel(title="Tokens / s", description="Prompt and generated tokens per second.", unit="none",
-                  queries=tuple(tokens), min=0)
+            Panel(
+                title="Tokens / s",
+                description="Prompt and generated tokens per second.",
+                unit="none",
+                queries=tuple(tokens),
+                min=0,
+            )
         )
     lengths = []
     for key, what in (("request_prompt_tokens", "prompt"), ("request_generation_tokens", "generated")):

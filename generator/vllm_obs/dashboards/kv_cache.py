@@ -38,7 +38,9 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 title="Preemptions / s",
                 description="Running requests evicted for lack of KV-cache blocks and recomputed later.",
                 unit="none",
-                queries=(Query(f"sum by (instance, model_name) (rate({sig.name}{f.raw(sig)}[{RATE}]))", LEGEND),),
+                queries=(
+                    Query(f"sum by (instance, model_name) (rate({sig.name}{f.raw(sig)}[{RATE}]))", LEGEND),
+                ),
                 min=0,
             )
         )
@@ -90,7 +92,9 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 title="Waiting by reason",
                 description="capacity: no room to schedule; deferred: held back on purpose (vLLM 0.20+).",
                 unit="none",
-                queries=(Query(f"sum by (instance, reason) ({sig.name}{f.raw(sig)})", "{{reason}} {{instance}}"),),
+                queries=(
+                    Query(f"sum by (instance, reason) ({sig.name}{f.raw(sig)})", "{{reason}} {{instance}}"),
+                ),
                 stack=True,
                 min=0,
             )

@@ -63,7 +63,11 @@ def overview(res: Resolution, cfg: BundleConfig) -> Dashboard:
         ("inter_token_latency", "TPOT", cfg.slo.itl_objective),
     ):
         if key in res.signals:
-            threshold = cfg.slo.ttft_threshold_seconds if key == "time_to_first_token" else cfg.slo.itl_threshold_seconds
+            threshold = (
+                cfg.slo.ttft_threshold_seconds
+                if key == "time_to_first_token"
+                else cfg.slo.itl_threshold_seconds
+            )
             fleet.append(
                 Panel(
                     title=f"{label} SLO attainment (1d)",
@@ -83,12 +87,37 @@ def overview(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 )
             )
     latency = keep(
-        latency_panel(res, cfg, "time_to_first_token", "Time to first token", "job_model", f.model,
-                      "{{model_name}}", a.ttft_p95_warning_seconds, a.ttft_p95_critical_seconds),
-        latency_panel(res, cfg, "inter_token_latency", "Inter-token latency (time per output token)", "job_model",
-                      f.model, "{{model_name}}", a.itl_p95_warning_seconds, a.itl_p95_critical_seconds),
-        latency_panel(res, cfg, "e2e_request_latency", "End-to-end request latency", "job_model", f.model,
-                      "{{model_name}}"),
+        latency_panel(
+            res,
+            cfg,
+            "time_to_first_token",
+            "Time to first token",
+            "job_model",
+            f.model,
+            "{{model_name}}",
+            a.ttft_p95_warning_seconds,
+            a.ttft_p95_critical_seconds,
+        ),
+        latency_panel(
+            res,
+            cfg,
+            "inter_token_latency",
+            "Inter-token latency (time per output token)",
+            "job_model",
+            f.model,
+            "{{model_name}}",
+            a.itl_p95_warning_seconds,
+            a.itl_p95_critical_seconds,
+        ),
+        latency_panel(
+            res,
+            cfg,
+            "e2e_request_latency",
+            "End-to-end request latency",
+            "job_model",
+            f.model,
+            "{{model_name}}",
+        ),
     )
     load = [
         Panel(

@@ -65,10 +65,22 @@ def _latency(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
     a = cfg.alerts
     out = []
     for key, name, what, warn, crit, for_ in (
-        ("time_to_first_token", "VllmHighTimeToFirstToken", "time to first token",
-         a.ttft_p95_warning_seconds, a.ttft_p95_critical_seconds, a.ttft_for),
-        ("inter_token_latency", "VllmHighTimePerOutputToken", "inter-token latency (time per output token)",
-         a.itl_p95_warning_seconds, a.itl_p95_critical_seconds, a.itl_for),
+        (
+            "time_to_first_token",
+            "VllmHighTimeToFirstToken",
+            "time to first token",
+            a.ttft_p95_warning_seconds,
+            a.ttft_p95_critical_seconds,
+            a.ttft_for,
+        ),
+        (
+            "inter_token_latency",
+            "VllmHighTimePerOutputToken",
+            "inter-token latency (time per output token)",
+            a.itl_p95_warning_seconds,
+            a.itl_p95_critical_seconds,
+            a.itl_for,
+        ),
     ):
         if key not in res.signals:
             continue
@@ -357,8 +369,18 @@ def _log_events(cfg: BundleConfig) -> list[Alert]:
 def _burn(res: Resolution, cfg: BundleConfig) -> list[Alert]:
     out = []
     for key, name, what, objective in (
-        ("time_to_first_token", "VllmTimeToFirstTokenBudgetBurn", "time-to-first-token", cfg.slo.ttft_objective),
-        ("inter_token_latency", "VllmTimePerOutputTokenBudgetBurn", "time-per-output-token", cfg.slo.itl_objective),
+        (
+            "time_to_first_token",
+            "VllmTimeToFirstTokenBudgetBurn",
+            "time-to-first-token",
+            cfg.slo.ttft_objective,
+        ),
+        (
+            "inter_token_latency",
+            "VllmTimePerOutputTokenBudgetBurn",
+            "time-per-output-token",
+            cfg.slo.itl_objective,
+        ),
     ):
         if key not in res.signals:
             continue

@@ -19,7 +19,6 @@ from .alerts import BURN_TIERS, EXPORTER_EVENTS
 from .files import alert_annotations, alert_labels
 from .gotemplate import render
 from .model import Alert, Group
-from .names import LATENCY_METRICS, slo_miss
 
 MODEL = "llama-3-8b"
 REPLICA = "vllm-0:8000"
@@ -72,7 +71,9 @@ class Inputs:
         self.cfg = cfg
         self.base = {"job": cfg.prometheus.vllm_job, **equality_labels(cfg.prometheus.extra_selector)}
 
-    def labels(self, instance: str = REPLICA, signal: Signal | None = None, engine: str = "0", **extra: str) -> dict:
+    def labels(
+        self, instance: str = REPLICA, signal: Signal | None = None, engine: str = "0", **extra: str
+    ) -> dict:
         out = {**self.base, "instance": instance, "model_name": MODEL, **extra}
         if signal is not None and signal.has_label("engine"):
             out["engine"] = engine
@@ -84,28 +85,46 @@ class Inputs:
 
     # -- series shapes ---------------------------------------------------------
 
-    def counter(self, case: Case, signal: Signal, per_min: float, span: int, name: str | None = None, **extra: str) -> None:
-        case.add(series_text(name or signal.name, self.labels(signal=signal, **extra)), f"0+{number(per_min)}x{span}")
+    def counter(
+        self, case: Case, signal: Signal, per_min: float, span: int, name: str | None = None, **extra: str
+    ) -> None:
+        case.add(
+            series_text(name or signal.name, self.labels(signal=signal, **extra)),
+            f"0+{number(per_min)}x{span}",
+        )
 
-    def gauge(self, case: Case, signal: Signal, value: float, span: int, instance: str = REPLICA, **extra: str) -> None:
-        case.add(series_text(signal.name, self.labels(instance, signal, **extra)), f"{number(value)}+0x{span}")
+    def gauge(
+        self, case: Case, signal: Signal, value: float, span: int, instance: str = REPLICA, **extra: str
+    ) -> None:
+        case.add(
+            series_text(signal.name, self.labels(instance, signal, **extra)), f"{number(value)}+0x{span}"
+        )
 
     def ramp(self, case: Case, signal: Signal, start: float, step: float, span: int, **extra: str) -> None:
         sign = "+" if step >= 0 else "-"
-        case.add(series_text(signal.name, self.labels(signal=signal, **extra)), f"{number(start)}{sign}{number(abs(step))}x{span}")
+        case.add(
+            series_text(signal.name, self.labels(signal=signal, **extra)),
+            f"{number(start)}{sign}{number(abs(step))}x{span}",
+        )
 
-    def histogram(self, case: Case, signal: Signal, hot: int, per_min: float, span: int, instance: str = REPLICA) -> None:
+    def histogram(
+        self, case: Case, signal: Signal, hot: int, per_min: float, span: int, instance: str = REPLICA
+    ) -> None:
         """All observations in bucket number `hot` (0-based over the finite bounds)."""
         labels = self.labels(instance, signal)
         bounds = signal.buckets
         for i, bound in enumerate(bounds):
             rate = per_min if i >= hot else 0
-            case.add(series_text(signal.bucket, {**labels, "le": bucket_text(bound)}), f"0+{number(rate)}x{span}")
+            case.add(
+                series_text(signal.bucket, {**labels, "le": bucket_text(bound)}), f"0+{number(rate)}x{span}"
+            )
         case.add(series_text(signal.bucket, {**labels, "le": "+Inf"}), f"0+{number(per_min)}x{span}")
         case.add(series_text(signal.count, labels), f"0+{number(per_min)}x{span}")
         case.add(series_text(signal.sum, labels), f"0+{number(per_min * bounds[hot])}x{span}")
 
-    def traffic(self, case: Case, per_min: float, span: int, instance: str = REPLICA, **reasons: float) -> None:
+    def traffic(
+        self, case: Case, per_min: float, span: int, instance: str = REPLICA, **reasons: float
+    ) -> None:
         """Finished requests, through whichever series the requests_finished rule reads."""
         res = self.res
         if "request_success" in res.signals:
@@ -117,7 +136,11 @@ class Inputs:
                     f"0+{number(rate)}x{span}",
                 )
         else:
-            sig = res["e2e_request_latency"] if "e2e_request_latency" in res.signals else res["time_to_first_token"]
+            sig = (
+                res["e2e_request_latency"]
+                if "e2e_request_latency" in res.signals
+                else res["time_to_first_token"]
+            )
             case.add(series_text(sig.count, self.labels(instance, sig)), f"0+{number(per_min)}x{span}")
 
 
@@ -161,7 +184,9 @@ def _latency(key: str) -> Builder:
                 continue
             value = p95_in_bucket(sig.buckets, hot)
             firing = [r for r in rules if value > thresholds[r.severity]]
-            case = Case(f"{warn.name} {severity}: p95 {value:g}s > {thresholds[severity]:g}s fires after {warn.for_}")
+            case = Case(
+                f"{warn.name} {severity}: p95 {value:g}s > {thresholds[severity]:g}s fires after {warn.for_}"
+            )
             io.histogram(case, sig, hot, 60, span)
             io.histogram(case, sig, 0, 60, span, instance=NEIGHBOUR)
             io.traffic(case, 60, span)
@@ -178,7 +203,9 @@ def _latency(key: str) -> Builder:
             cases.append(case)
         # Too little traffic to judge: one slow request on an idle replica stays silent.
         idle = Case(f"{warn.name} stays silent below the traffic floor")
-        hot = fire_bucket(sig.buckets, thresholds["critical"]) or fire_bucket(sig.buckets, thresholds["warning"])
+        hot = fire_bucket(sig.buckets, thresholds["critical"]) or fire_bucket(
+            sig.buckets, thresholds["warning"]
+        )
         if hot is not None:
             rate = float(io.cfg.alerts.min_request_rate) * 60 / 2
             io.histogram(idle, sig, hot, rate, span)
@@ -273,7 +300,7 @@ def _kv_filling(rules: list[Alert], io: Inputs) -> list[Case]:
     fire_at = crossing + minutes(rule.for_)
     value = start + step * fire_at
     fire.checks = boundary(rule.name, crossing, rule.for_, [Expect(rule, io.result(), value)])
-    steady = Case(f"VllmKVCacheFillingUp stays silent while high usage holds steady")
+    steady = Case("VllmKVCacheFillingUp stays silent while high usage holds steady")
     io.gauge(steady, sig, round((a.kv_predict_floor + 1) / 2, 6), span)
     steady.checks = [Check(span - 1, rule.name, [])]
     return [fire, steady]
@@ -291,7 +318,9 @@ def _preemptions(rules: list[Alert], io: Inputs) -> list[Case]:
         io.traffic(case, 1000, span)
         io.counter(case, sig, round(1000 * ratio, 6), span)
         if factor > 1:
-            case.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, io.result(), round(1000 * ratio, 6) / 1000)])
+            case.checks = boundary(
+                rule.name, 1, rule.for_, [Expect(rule, io.result(), round(1000 * ratio, 6) / 1000)]
+            )
         else:
             case.checks = [Check(span - 1, rule.name, [])]
         cases.append(case)
@@ -309,7 +338,9 @@ def _errors(rules: list[Alert], io: Inputs) -> list[Case]:
     for source, tier in by_source.items():
         limits = {"warning": a.error_ratio_warning, "critical": a.error_ratio_critical}
         scenarios = [(f"{source} errors just above the warning ratio", limits["warning"] * 1.1)]
-        scenarios.append((f"{source} errors just above the critical ratio", min(1.0, limits["critical"] * 1.1)))
+        scenarios.append(
+            (f"{source} errors just above the critical ratio", min(1.0, limits["critical"] * 1.1))
+        )
         scenarios.append((f"{source} errors just below the warning ratio", limits["warning"] * 0.9))
         for title, ratio in scenarios:
             failed = round(1000 * ratio, 6)
@@ -321,7 +352,9 @@ def _errors(rules: list[Alert], io: Inputs) -> list[Case]:
             else:
                 http = io.res["http_requests"]
                 base = {**io.base, "instance": REPLICA, "handler": "/v1/completions", "method": "POST"}
-                case.add(series_text(http.name, {**base, "status": "2xx"}), f"0+{number(1000 - failed)}x{span}")
+                case.add(
+                    series_text(http.name, {**base, "status": "2xx"}), f"0+{number(1000 - failed)}x{span}"
+                )
                 case.add(series_text(http.name, {**base, "status": "5xx"}), f"0+{number(failed)}x{span}")
                 labels = {"job": io.cfg.prometheus.vllm_job, "instance": REPLICA}
             value = failed / 1000
@@ -336,7 +369,11 @@ def _errors(rules: list[Alert], io: Inputs) -> list[Case]:
 def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
     a = io.cfg.alerts
-    waiting, running, tokens = io.res["requests_waiting"], io.res["requests_running"], io.res["generation_tokens"]
+    waiting, running, tokens = (
+        io.res["requests_waiting"],
+        io.res["requests_running"],
+        io.res["generation_tokens"],
+    )
     span = minutes(a.stall_window) + minutes(rule.for_) + 5
     stuck = Case(f"VllmEngineStalled fires when requests wait and no token comes out for {a.stall_window}")
     io.gauge(stuck, waiting, 3, span)
@@ -387,7 +424,9 @@ def _absent(rules: list[Alert], io: Inputs) -> list[Case]:
             there.checks = [Check(span - 1, rule.name, [])]
             cases += [gone, there]
         elif running is not None:
-            empty = Case(f"VllmMetricsAbsent (target) fires when a scraped target has no vLLM series for {rule.for_}")
+            empty = Case(
+                f"VllmMetricsAbsent (target) fires when a scraped target has no vLLM series for {rule.for_}"
+            )
             empty.add(series_text("up", {**io.base, "instance": REPLICA}), f"1+0x{span}")
             empty.add(series_text("up", {**io.base, "instance": NEIGHBOUR}), f"1+0x{span}")
             io.gauge(empty, running, 1, span, instance=NEIGHBOUR)
@@ -412,7 +451,10 @@ def _log_event(event: str) -> Builder:
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):
             values = "0 0 0 1 1 1 1 1" if other == event else "0+0x7"
             fire.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
-        fire.checks = [Check(2, rule.name, []), Check(3, rule.name, [Expect(rule, {**labels, "event": event}, 1)])]
+        fire.checks = [
+            Check(2, rule.name, []),
+            Check(3, rule.name, [Expect(rule, {**labels, "event": event}, 1)]),
+        ]
         quiet = Case(f"{rule.name} stays silent when only other events happen")
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):
             values = "0+0x7" if other == event else "0 0 0 1 1 1 1 1"
@@ -439,7 +481,11 @@ def _exporter_down(rules: list[Alert], io: Inputs) -> list[Case]:
 def _burn(key: str, objective: float) -> Builder:
     def build(rules: list[Alert], io: Inputs) -> list[Case]:
         sig = io.res[key]
-        threshold = io.cfg.slo.ttft_threshold_seconds if key == "time_to_first_token" else io.cfg.slo.itl_threshold_seconds
+        threshold = (
+            io.cfg.slo.ttft_threshold_seconds
+            if key == "time_to_first_token"
+            else io.cfg.slo.itl_threshold_seconds
+        )
         budget = 1 - objective
         tiers = {(r.labels["long"], r.labels["short"]): r for r in rules}
         factors = {(long, short): factor for _, _, long, short, factor in BURN_TIERS}
@@ -455,7 +501,10 @@ def _burn(key: str, objective: float) -> Builder:
             bad = round(per_min * miss)
             case = Case(f"{rules[0].name}: misses {bad / per_min:.4%} of the SLO, {title}")
             labels = io.labels(signal=sig)
-            case.add(series_text(sig.bucket, {**labels, "le": bucket_text(threshold)}), f"0+{per_min - bad}x{{span}}")
+            case.add(
+                series_text(sig.bucket, {**labels, "le": bucket_text(threshold)}),
+                f"0+{per_min - bad}x{{span}}",
+            )
             case.add(series_text(sig.count, labels), f"0+{per_min}x{{span}}")
             value = 1 - (per_min - bad) / per_min
             result = {"job": io.cfg.prometheus.vllm_job, "model_name": MODEL}

@@ -35,10 +35,14 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
             continue
         sig = res[key]
         for level in (INSTANCE_MODEL, FLEET_MODEL):
-            level_name = "_".join(("job", "instance", "model") if level == INSTANCE_MODEL else ("job", "model"))
+            level_name = "_".join(
+                ("job", "instance", "model") if level == INSTANCE_MODEL else ("job", "model")
+            )
             buckets = f"sum by ({by(level)}, le) ({rate_of(sig.bucket)})"
             for q, value in QUANTILES.items():
-                out.append(Recording(n.quantile(key, q, level_name), f"histogram_quantile({value}, {buckets})"))
+                out.append(
+                    Recording(n.quantile(key, q, level_name), f"histogram_quantile({value}, {buckets})")
+                )
         out.append(
             Recording(
                 n.mean(key),
@@ -56,9 +60,7 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
     else:
         finished = f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(res['time_to_first_token'].count)})"
     out.append(Recording(n.requests_finished, finished))
-    out.append(
-        Recording(n.fleet_requests_finished, f"sum by ({by(FLEET_MODEL)}) ({n.requests_finished})")
-    )
+    out.append(Recording(n.fleet_requests_finished, f"sum by ({by(FLEET_MODEL)}) ({n.requests_finished})"))
 
     success = res.signals.get("request_success")
     if success is not None and success.has_value("finished_reason", "error"):
@@ -77,7 +79,9 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
             out.append(Recording(fleet, f"sum by ({by(FLEET_MODEL)}) ({record})"))
 
     if "preemptions" in res.signals:
-        out.append(Recording(n.preemptions, f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(res['preemptions'].name)})"))
+        out.append(
+            Recording(n.preemptions, f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(res['preemptions'].name)})")
+        )
         out.append(Recording(n.preemptions_per_request, f"{n.preemptions}\n/\n({n.requests_finished} > 0)"))
 
     if res.has("prefix_cache_hits", "prefix_cache_queries"):
@@ -98,7 +102,9 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
     # take the max; summing fractions across engines is meaningless.
     if "kv_cache_usage" in res.signals:
         out.append(
-            Recording(n.kv_cache_usage, f"max by ({by(INSTANCE_MODEL)}) ({selector(res['kv_cache_usage'].name, s)})")
+            Recording(
+                n.kv_cache_usage, f"max by ({by(INSTANCE_MODEL)}) ({selector(res['kv_cache_usage'].name, s)})"
+            )
         )
         out.append(Recording(n.fleet_kv_cache_usage, f"avg by ({by(FLEET_MODEL)}) ({n.kv_cache_usage})"))
 
@@ -140,9 +146,10 @@ def _slo_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
 def check_slo_threshold(key: str, buckets: tuple[float, ...], threshold: float, origin: str) -> None:
     """An SLO threshold must be a bucket bound, or the good-event count is a guess."""
     if buckets and not any(abs(b - threshold) < 1e-12 for b in buckets):
-        setting = "slo.ttft_threshold_seconds" if key == "time_to_first_token" else "slo.itl_threshold_seconds"
+        setting = (
+            "slo.ttft_threshold_seconds" if key == "time_to_first_token" else "slo.itl_threshold_seconds"
+        )
         valid = ", ".join(f"{b:g}" for b in buckets)
         raise BundleError(
-            f"{setting} = {threshold:g} is not a histogram bucket bound of {origin}; "
-            f"pick one of: {valid}."
+            f"{setting} = {threshold:g} is not a histogram bucket bound of {origin}; pick one of: {valid}."
         )

@@ -130,8 +130,8 @@ SECTIONS: dict[str, Section] = {
     ),
     "VllmRequestErrors": Section(
         meaning=(
-            "Requests fail. `source=\"engine\"`: the share of requests vLLM finished with "
-            "`finished_reason=\"error\"` (vLLM 0.13+). `source=\"http\"`: the share of API responses "
+            'Requests fail. `source="engine"`: the share of requests vLLM finished with '
+            '`finished_reason="error"` (vLLM 0.13+). `source="http"`: the share of API responses '
             "with a 5xx status (client mistakes are 4xx and never count)."
         ),
         confirm=[
@@ -178,8 +178,8 @@ SECTIONS: dict[str, Section] = {
     ),
     "VllmMetricsAbsent": Section(
         meaning=(
-            "`scope=\"job\"`: Prometheus scrapes no target of the vLLM job at all, so every other "
-            "alert is blind. `scope=\"target\"`: a target answers scrapes but has no vLLM series: "
+            '`scope="job"`: Prometheus scrapes no target of the vLLM job at all, so every other '
+            'alert is blind. `scope="target"`: a target answers scrapes but has no vLLM series: '
             "it is not the vLLM API port, a proxy answers instead, or vLLM's metrics are broken "
             "(a multiprocess `PROMETHEUS_MULTIPROC_DIR` on a bad volume)."
         ),
@@ -200,7 +200,7 @@ SECTIONS: dict[str, Section] = {
             "failure repeats 2-4 times across engine core, workers and API server)",
             "Common causes: `torch.OutOfMemoryError` / `CUDA out of memory` (VllmOutOfMemory), `CUDA "
             "error: an illegal memory access`, an NCCL timeout, a killed process (`exit code: -9`)",
-            "`vllm_log_events_total{{event=\"engine_dead\"}}` on the failures dashboard",
+            '`vllm_log_events_total{{event="engine_dead"}}` on the failures dashboard',
         ],
         act=[
             "Restart the server (current releases exit on their own; make sure something restarts them).",
