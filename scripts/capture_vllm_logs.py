@@ -3,9 +3,11 @@
 
 Each scenario starts the real server through tests/support/vllm_server.py, provokes one
 kind of event, and leaves the server's combined stdout+stderr in
-tests/fixtures/logs/<scenario>.log.  Run it again to refresh the fixtures, then
-regenerate the expected outputs with `python -m tests.exporter.golden --update` (see
-tests/exporter/test_golden.py) and review the diff.
+tests/fixtures/logs/vllm-0.32.0-cpu-<scenario>.log. Run it again to refresh the fixtures,
+then regenerate the expected outputs with
+`VLLM_LOG_EXPORTER_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/exporter/test_golden.py`,
+and review the diff. Samples in patterns.yaml marked `source: captured` must still occur
+in the captures, numbers aside (tests/exporter/test_patterns.py checks it).
 
     .venv/bin/python scripts/capture_vllm_logs.py [normal engine_killed startup_failed runtime_oom]
 
@@ -233,9 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     unknown = sorted(set(args.scenarios) - set(SCENARIOS))
     if unknown:
-        parser.error(
-            f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}"
-        )
+        parser.error(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.scenarios or list(SCENARIOS):
         log = args.out / f"vllm-0.32.0-cpu-{name.replace('_', '-')}.log"

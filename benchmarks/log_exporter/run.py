@@ -208,9 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 return 1
             results[tool].append((elapsed, rss))
-            print(
-                f"  run {attempt + 1}: {tool:18} {elapsed:7.3f} s  peak RSS {rss / 2**20:6.1f} MiB"
-            )
+            print(f"  run {attempt + 1}: {tool:18} {elapsed:7.3f} s  peak RSS {rss / 2**20:6.1f} MiB")
 
     summary = {}
     for tool, runs in results.items():
@@ -221,10 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{tool:18} median {wall:7.3f} s  {composition['lines'] / wall:12,.0f} lines/s  "
             f"{size / wall / 1e6:8.1f} MB/s  peak RSS {rss / 2**20:6.1f} MiB"
         )
-    print(
-        "ratio (mtail time / exporter time): "
-        f"{summary['mtail'] / summary['vllm-log-exporter']:.1f}x"
-    )
+    print(f"ratio (mtail time / exporter time): {summary['mtail'] / summary['vllm-log-exporter']:.1f}x")
     print("events (exporter: incidents; mtail: raw matching lines):")
     for tool in results:
         found = re.findall(
@@ -267,10 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"  vllm_log_oversized_lines_total {oversized.group(1).decode() if oversized else '?'}")
     mtail_version = subprocess.run([str(MTAIL), "--version"], capture_output=True, text=True)
-    print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-        f"mtail {mtail_version.stdout.split()[2]}"
-    )
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, mtail {mtail_version.stdout.split()[2]}")
     return 0
 
 

@@ -46,8 +46,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="vllm-log-exporter",
-        description="Export vLLM failure and lifecycle events found in its logs as "
-        "Prometheus metrics.",
+        description="Export vLLM failure and lifecycle events found in its logs as Prometheus metrics.",
     )
     source = parser.add_argument_group("input")
     source.add_argument(
@@ -140,9 +139,7 @@ def check_args(args: argparse.Namespace) -> None:
         for name in ("log_file", "stdin", "state_file"):
             if getattr(args, name):
                 option = "--" + name.replace("_", "-")
-                raise UsageError(
-                    f"--once reads files and exits, so it cannot be combined with {option}"
-                )
+                raise UsageError(f"--once reads files and exits, so it cannot be combined with {option}")
         missing = [str(p) for p in args.once if not p.is_file()]
         if missing:
             raise UsageError(f"--once: no such file: {', '.join(missing)}")
@@ -153,9 +150,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.max_line_bytes < 1024:
         raise UsageError("--max-line-bytes must be at least 1024")
     if args.poll_interval <= 0 or args.dedup_window <= 0 or args.linger < 0:
-        raise UsageError(
-            "--poll-interval and --dedup-window must be positive, --linger not negative"
-        )
+        raise UsageError("--poll-interval and --dedup-window must be positive, --linger not negative")
     parse_listen(args.listen)
 
 
@@ -182,9 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def run_once(
-    pipeline: Pipeline, files: Sequence[Path], out: Callable[[bytes], object] | None = None
-) -> int:
+def run_once(pipeline: Pipeline, files: Sequence[Path], out: Callable[[bytes], object] | None = None) -> int:
     """Read files to their end (in order, as one log), print the exposition."""
     for path in files:
         source = pipeline.new_source()
@@ -230,9 +223,7 @@ def serve(pipeline: Pipeline, args: argparse.Namespace) -> int:
 
     host, port = parse_listen(args.listen)
     try:
-        server, _thread = start_http_server(
-            port, host, build_registry(pipeline.counts, pipeline.lock)
-        )
+        server, _thread = start_http_server(port, host, build_registry(pipeline.counts, pipeline.lock))
     except OSError as exc:
         print(
             f"vllm-log-exporter: error: cannot listen on {args.listen}: {exc.strerror}",

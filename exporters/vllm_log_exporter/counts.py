@@ -34,9 +34,7 @@ a bounded set even if a garbled line carries `Engine 987654:`."""
 
 
 def _valid_engine(label: str) -> bool:
-    return label == "all" or (
-        label.isdigit() and str(int(label)) == label and int(label) < MAX_ENGINES
-    )
+    return label == "all" or (label.isdigit() and str(int(label)) == label and int(label) < MAX_ENGINES)
 
 
 @dataclass

@@ -177,15 +177,11 @@ def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
         seen.add(name)
         kind, reason = entry["kind"], entry.get("reason")
         if kind not in KINDS:
-            raise PatternError(
-                f"{where} has unknown kind {kind!r}; known: {', '.join(sorted(KINDS))}"
-            )
+            raise PatternError(f"{where} has unknown kind {kind!r}; known: {', '.join(sorted(KINDS))}")
         if kind == "startup_failed" and reason is None:
             raise PatternError(f"{where} is a startup failure without a 'reason'")
         if reason is not None and reason not in REASONS:
-            raise PatternError(
-                f"{where} has unknown reason {reason!r}; known: {', '.join(REASONS)}"
-            )
+            raise PatternError(f"{where} has unknown reason {reason!r}; known: {', '.join(REASONS)}")
         try:
             regex = re.compile(entry["regex"])
         except re.error as exc:
@@ -194,9 +190,7 @@ def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
         if missing:
             raise PatternError(f"{where} lacks named group(s) {', '.join(sorted(missing))}")
         if entry["anchor"] not in entry["sample"]:
-            raise PatternError(
-                f"{where}: the sample does not contain the anchor {entry['anchor']!r}"
-            )
+            raise PatternError(f"{where}: the sample does not contain the anchor {entry['anchor']!r}")
         messages = parse_line(clean_line(entry["sample"].encode("utf-8"))).messages
         if not any(is_matchable(m) and regex.search(m) for m in messages):
             raise PatternError(f"{where}: the regex does not match its own sample's message")

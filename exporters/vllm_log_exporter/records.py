@@ -26,9 +26,7 @@ _VLLM_HEADER = re.compile(
     r"\[?[^\s\]]+:\d+\] ?"
 )
 # INFO:     127.0.0.1:44990 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error
-_UVICORN_HEADER = re.compile(
-    r"(?:^|\s)(?:\([^()]*? pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"
-)
+_UVICORN_HEADER = re.compile(r"(?:^|\s)(?:\([^()]*? pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 # (EngineCore_DP0 pid=188) Process EngineCore_DP0:
 _PROCESS_PREFIX = re.compile(r"(?:^|\s)\([^()]*? pid=\d+\) ")
 # 2026-11-29 08:42:29,234 (JSON asctime)
@@ -66,9 +64,7 @@ def parse_line(text: str) -> Record:
     header = _VLLM_HEADER.search(text)
     if header:
         g = header.groupdict()
-        when = log_seconds(
-            int(g["month"]), int(g["day"]), int(g["hour"]), int(g["minute"]), int(g["second"])
-        )
+        when = log_seconds(int(g["month"]), int(g["day"]), int(g["hour"]), int(g["minute"]), int(g["second"]))
         return Record(when, [text[header.end() :]])
     header = _UVICORN_HEADER.search(text)
     if header:

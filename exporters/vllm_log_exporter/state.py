@@ -72,9 +72,7 @@ def load(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(text)
     except ValueError:
-        raise StateError(
-            f"state file {path} is not valid JSON; move it away to start afresh"
-        ) from None
+        raise StateError(f"state file {path} is not valid JSON; move it away to start afresh") from None
     if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
         raise StateError(f"state file {path} has an unknown format; move it away to start afresh")
     return data
@@ -86,9 +84,7 @@ def restore(data: dict[str, Any], pipeline: Pipeline) -> dict[str, Resume]:
         counts = Counts.from_json(data.get("counts", {}))
         resume = {path: Resume.from_json(point) for path, point in data.get("files", {}).items()}
     except (TypeError, ValueError, KeyError) as exc:
-        raise StateError(
-            f"state file has invalid content ({exc}); move it away to start afresh"
-        ) from None
+        raise StateError(f"state file has invalid content ({exc}); move it away to start afresh") from None
     with pipeline.lock:
         current = pipeline.counts
         for name in vars(counts):
@@ -121,9 +117,7 @@ class StateKeeper:
         warn: Callable[[str], None] | None = None,
     ) -> None:
         self.path, self.pipeline, self.tailer, self.clock = path, pipeline, tailer, clock
-        self.warn = warn or (
-            lambda m: print(f"vllm-log-exporter: {m}", file=sys.stderr, flush=True)
-        )
+        self.warn = warn or (lambda m: print(f"vllm-log-exporter: {m}", file=sys.stderr, flush=True))
         self.last_save = float("-inf")
         self.unsaved = False
         self.failing = False

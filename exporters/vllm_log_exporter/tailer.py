@@ -49,9 +49,7 @@ class Resume:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Resume:
-        return cls(
-            int(data["device"]), int(data["inode"]), int(data["offset"]), bool(data.get("skipping"))
-        )
+        return cls(int(data["device"]), int(data["inode"]), int(data["offset"]), bool(data.get("skipping")))
 
 
 Opener = Callable[[Path], int]
@@ -208,9 +206,7 @@ class FileSource:
         self.error, self.status = None, "reading"
         return True
 
-    def _start_offset(
-        self, identity: tuple[int, int], size: int, first_attempt: bool
-    ) -> tuple[int, bool]:
+    def _start_offset(self, identity: tuple[int, int], size: int, first_attempt: bool) -> tuple[int, bool]:
         """Where to start reading a file just opened at the path, and whether that is
         inside an oversized line."""
         if self.resume is not None:  # first open after a restart with --state-file

@@ -89,9 +89,7 @@ def run_once(*files: Path | str, extra: tuple[str, ...] = ()) -> str:
     return result.stdout
 
 
-def wait_until(
-    predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition"
-) -> object:
+def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
     """Poll predicate until it returns something truthy (no fixed sleeps in tests)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -114,9 +112,7 @@ def scrape(url: str) -> dict[str, float] | None:
 class ExporterProcess:
     """`vllm-log-exporter` as a real subprocess, serving on a free loopback port."""
 
-    def __init__(
-        self, *args: str, port: int, stdin: int | None = None, stdout: int | None = None
-    ) -> None:
+    def __init__(self, *args: str, port: int, stdin: int | None = None, stdout: int | None = None) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}/metrics"
         self.process = subprocess.Popen(

@@ -19,9 +19,7 @@ START = (
     "(APIServer pid=1) INFO 11-29 10:00:00 [api_utils.py:286] non-default args: {}\n"
     "INFO:     Application startup complete.\n"
 )
-DEATH = (
-    "(APIServer pid=1) ERROR 11-29 10:05:00 [async_llm.py:906] AsyncLLM output_handler failed.\n"
-)
+DEATH = "(APIServer pid=1) ERROR 11-29 10:05:00 [async_llm.py:906] AsyncLLM output_handler failed.\n"
 OOM = (
     "(Worker pid=9) ERROR 11-29 10:01:58 [x.py:1] "
     "RuntimeError: DefaultCPUAllocator: can't allocate memory: 1\n"
@@ -97,8 +95,7 @@ def test_a_corrupt_state_file_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        f"vllm-log-exporter: error: state file {state} is not valid JSON; "
-        "move it away to start afresh"
+        f"vllm-log-exporter: error: state file {state} is not valid JSON; move it away to start afresh"
     )
 
 
@@ -108,9 +105,7 @@ def test_port_in_use_exits_1(tmp_path: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         result = subprocess.run(
-            exporter_command(
-                "--log-file", str(tmp_path / "x.log"), "--listen", f"127.0.0.1:{port}"
-            ),
+            exporter_command("--log-file", str(tmp_path / "x.log"), "--listen", f"127.0.0.1:{port}"),
             capture_output=True,
             text=True,
             timeout=60,
@@ -124,13 +119,9 @@ def test_once_on_an_empty_file_exports_every_series_at_zero(tmp_path: Path) -> N
     empty.write_bytes(b"")
     observed = samples(run_once(empty))
     assert {e: observed[event(e)] for e in EVENTS} == dict.fromkeys(EVENTS, 0)
-    assert all(
-        observed[f'vllm_log_last_event_timestamp_seconds{{event="{e}"}}'] == 0 for e in EVENTS
-    )
+    assert all(observed[f'vllm_log_last_event_timestamp_seconds{{event="{e}"}}'] == 0 for e in EVENTS)
     assert observed["vllm_log_lines_total"] == 0
-    assert not any(
-        k.startswith("vllm_log_requests_running") for k in observed
-    )  # no stats line seen
+    assert not any(k.startswith("vllm_log_requests_running") for k in observed)  # no stats line seen
     assert observed['vllm_log_exporter_build_info{version="0.1.0"}'] == 1
 
 
@@ -167,14 +158,10 @@ def test_kill_9_and_restart_with_state_file(tmp_path: Path) -> None:
     log.write_text(START + OOM)
     with exporter("--log-file", str(log), "--state-file", str(state), port=port) as first:
         first.wait_for(event("oom"), 1)
-        wait_until(
-            lambda: _save_points(state) == log.stat().st_size, what="the state file to catch up"
-        )
+        wait_until(lambda: _save_points(state) == log.stat().st_size, what="the state file to catch up")
         # The rest of the same incident arrives, then the exporter is killed mid-incident.
         append(log, OOM.replace("10:01:58", "10:02:05") + "partial line without its end")
-        wait_until(
-            lambda: first.metrics()["vllm_log_lines_total"] == 4, what="the repeat to be read"
-        )
+        wait_until(lambda: first.metrics()["vllm_log_lines_total"] == 4, what="the repeat to be read")
         first.kill9()
     append(log, " ... and its end\n" + OOM.replace("10:01:58", "10:02:10") + DEATH)
     with exporter("--log-file", str(log), "--state-file", str(state), port=port) as second:

@@ -28,17 +28,13 @@ def api(ts: str, msg: str, level: str = "INFO") -> str:
     return line(ts, msg, level, proc="APIServer pid=1", src="api.py:1")
 
 
-START = (
-    api("10:00:00", "non-default args: {'model': 'm'}")
-    + "INFO:     Application startup complete.\n"
-)
+START = api("10:00:00", "non-default args: {'model': 'm'}") + "INFO:     Application startup complete.\n"
 OOM = (
     "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
     "DefaultCPUAllocator: can't allocate memory: you tried"
 )
 DEAD_ERROR = (
-    "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
-    "See stack trace (above)."
+    "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above)."
 )
 
 
@@ -90,9 +86,7 @@ def test_the_dedup_window_is_configurable() -> None:
 
 def test_engine_dies_once_per_life_however_often_it_is_repeated() -> None:
     """0.4.x keeps serving a dead engine: each later request repeats AsyncEngineDeadError."""
-    dead = (
-        "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.\n"
-    )
+    dead = "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.\n"
     text = START + api("10:05:00", "Engine background task failed", "ERROR") + dead
     text += api("10:08:00", "Received request cmpl-2: prompt: 'x'") + dead
     text += api("10:12:00", "Received request cmpl-3: prompt: 'y'") + dead
@@ -101,12 +95,7 @@ def test_engine_dies_once_per_life_however_often_it_is_repeated() -> None:
 
 def test_a_new_server_start_allows_a_new_death() -> None:
     death = api("10:05:00", "AsyncLLM output_handler failed.", "ERROR")
-    text = (
-        START
-        + death
-        + START.replace("10:00:00", "10:06:00")
-        + death.replace("10:05:00", "10:07:00")
-    )
+    text = START + death + START.replace("10:00:00", "10:06:00") + death.replace("10:05:00", "10:07:00")
     assert events(text) == {"startup_complete": 2, "engine_dead": 2}
 
 
@@ -122,9 +111,7 @@ def test_dead_state_expires_after_the_hold_without_startup_markers() -> None:
     death = "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop is stopped.\n"
     pipeline = make_pipeline()
     source = pipeline.new_source()
-    pipeline.feed(
-        source, (api("10:05:00", "Engine background task failed", "ERROR") + death).encode()
-    )
+    pipeline.feed(source, (api("10:05:00", "Engine background task failed", "ERROR") + death).encode())
     pipeline.feed(source, (api("10:14:00", STATS) + death).encode())  # 9 min: still the same death
     assert pipeline.counts.events["engine_dead"] == 1
     pipeline.feed(source, (api("10:30:00", STATS) + death).encode())  # 16 min without death lines
@@ -194,9 +181,7 @@ def test_startup_failure_is_never_an_engine_death_and_takes_the_specific_reason(
     )
     pipeline = run(text)
     assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_failed": 1}
-    assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {
-        "kv_cache_too_small": 1
-    }
+    assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"kv_cache_too_small": 1}
     assert pipeline.machine.phase == FAILED
 
 
@@ -220,10 +205,7 @@ def test_generic_reason_waits_for_the_incident_to_end() -> None:
     source = pipeline.new_source()
     pipeline.feed(
         source,
-        (
-            api("10:00:00", "non-default args: {}")
-            + line("10:00:30", "EngineCore failed to start.")
-        ).encode(),
+        (api("10:00:00", "non-default args: {}") + line("10:00:30", "EngineCore failed to start.")).encode(),
     )
     assert pipeline.counts.events["startup_failed"] == 1
     assert sum(pipeline.counts.startup_failures.values()) == 0  # the cause may still follow
@@ -231,12 +213,8 @@ def test_generic_reason_waits_for_the_incident_to_end() -> None:
     assert sum(pipeline.counts.startup_failures.values()) == 0
     clock.advance(10)
     pipeline.tick()  # settle_after wall-clock seconds without the cause: it stays generic
-    assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {
-        "engine_init_failed": 1
-    }
-    pipeline.feed(
-        source, line("10:00:31", "ValueError: No available memory for the cache blocks.").encode()
-    )
+    assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"engine_init_failed": 1}
+    pipeline.feed(source, line("10:00:31", "ValueError: No available memory for the cache blocks.").encode())
     assert sum(pipeline.counts.startup_failures.values()) == 1  # settled reasons never change
 
 
@@ -397,6 +375,4 @@ def test_event_state_survives_a_round_trip() -> None:
     other.machine.restore(saved)
     assert other.machine.to_json() == saved
     feed_text(other, line("10:05:10", OOM) + api("10:05:10", DEAD_ERROR, "ERROR"))
-    assert (
-        other.counts.events["oom"] == 0 and other.counts.events["engine_dead"] == 0
-    )  # same incident
+    assert other.counts.events["oom"] == 0 and other.counts.events["engine_dead"] == 0  # same incident

@@ -91,17 +91,13 @@ separator = st.sampled_from([b"\n", b"\n", b"\r\n", b""])
     st.lists(st.integers(min_value=0), max_size=8),
     st.sampled_from([1024, 4096, 1 << 20]),
 )
-def test_real_lines_mixed_with_garbage_keep_labels_in_the_fixed_sets(
-    pieces, cuts, max_line
-) -> None:
+def test_real_lines_mixed_with_garbage_keep_labels_in_the_fixed_sets(pieces, cuts, max_line) -> None:
     data = b"".join(p + s for p, s in pieces)
     pipeline = run(data, cuts, max_line)
     for series, value in series_of(pipeline).items():
         assert value >= 0, series
         if "{" in series:
-            labels = dict(
-                part.split("=", 1) for part in series[series.index("{") + 1 : -1].split(",")
-            )
+            labels = dict(part.split("=", 1) for part in series[series.index("{") + 1 : -1].split(","))
             for name, quoted in labels.items():
                 assert quoted.strip('"') in ALLOWED_LABELS[name], series
     counts = pipeline.counts

@@ -88,13 +88,9 @@ def test_event_counts(name: str) -> None:
     observed = samples(run_once(LOGS / name))
     expected = {event: EXPECTED_EVENTS[name].get(event, 0) for event in EVENTS}
     assert {e: observed[f'vllm_log_events_total{{event="{e}"}}'] for e in EVENTS} == expected
-    failures = {
-        k: v for k, v in observed.items() if k.startswith("vllm_log_startup_failures_total") and v
-    }
+    failures = {k: v for k, v in observed.items() if k.startswith("vllm_log_startup_failures_total") and v}
     reason = EXPECTED_REASONS.get(name)
-    assert failures == (
-        {f'vllm_log_startup_failures_total{{reason="{reason}"}}': 1.0} if reason else {}
-    )
+    assert failures == ({f'vllm_log_startup_failures_total{{reason="{reason}"}}': 1.0} if reason else {})
     assert observed["vllm_log_lines_total"] == (LOGS / name).read_bytes().count(b"\n")
     assert observed["vllm_log_undecodable_lines_total"] == 0
 
@@ -120,9 +116,7 @@ def test_stats_gauges_under_load_from_the_ansi_fixture() -> None:
 def test_logs_are_one_stream_in_order() -> None:
     """--once FILE FILE reads the files as one log: the second server run starts afresh."""
     observed = samples(
-        run_once(
-            LOGS / "vllm-0.32.0-cpu-engine-killed.log", LOGS / "vllm-0.32.0-cpu-runtime-oom.log"
-        )
+        run_once(LOGS / "vllm-0.32.0-cpu-engine-killed.log", LOGS / "vllm-0.32.0-cpu-runtime-oom.log")
     )
     assert observed['vllm_log_events_total{event="engine_dead"}'] == 2
     assert observed['vllm_log_events_total{event="oom"}'] == 1

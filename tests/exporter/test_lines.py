@@ -159,16 +159,12 @@ def test_json_record_gives_message_and_every_exc_info_line() -> None:
 
 
 def test_broken_json_is_treated_as_text() -> None:
-    assert parse_line('{"message": "EngineCore failed').messages == [
-        '{"message": "EngineCore failed'
-    ]
+    assert parse_line('{"message": "EngineCore failed').messages == ['{"message": "EngineCore failed']
     assert parse_line("[1, 2]").messages == ["[1, 2]"]
 
 
 def test_log_seconds_orders_a_year_and_rejects_nonsense() -> None:
     assert log_seconds(1, 1, 0, 0, 0) == 0
-    assert (
-        log_seconds(12, 31, 23, 59, 59) > log_seconds(2, 29, 12, 0, 0) > log_seconds(1, 31, 0, 0, 0)
-    )
+    assert log_seconds(12, 31, 23, 59, 59) > log_seconds(2, 29, 12, 0, 0) > log_seconds(1, 31, 0, 0, 0)
     assert log_seconds(13, 1, 0, 0, 0) is None
     assert log_seconds(0, 1, 0, 0, 0) is None

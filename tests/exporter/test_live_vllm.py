@@ -41,13 +41,10 @@ def test_exporter_reports_a_killed_engine_after_vllm_is_gone(tmp_path) -> None:
             assert server.wait_exit(timeout=120) == 0  # vLLM exits "successfully" after the death
         finally:
             server.stop()
-        assert wait_until(
-            lambda: scrape(server.metrics_url) is None, what="vLLM's /metrics to vanish"
-        )
+        assert wait_until(lambda: scrape(server.metrics_url) is None, what="vLLM's /metrics to vanish")
         metrics = running.wait_for(event("shutdown"), 1, timeout=30)
         assert {
-            e: metrics[event(e)]
-            for e in ("oom", "engine_dead", "startup_failed", "startup_complete")
+            e: metrics[event(e)] for e in ("oom", "engine_dead", "startup_failed", "startup_complete")
         } == {
             "oom": 0,
             "engine_dead": 1,

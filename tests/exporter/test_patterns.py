@@ -115,10 +115,15 @@ def test_every_pattern_has_versions_and_a_source() -> None:
 
 
 def test_captured_samples_are_really_in_the_captures() -> None:
-    captured = b"".join(p.read_bytes() for p in LOGS.glob("vllm-0.32.0-*.log")).decode()
+    """Numbers (pids, ports, times, sizes) are masked: a re-capture keeps the samples valid."""
+
+    def masked(text: str) -> str:
+        return re.sub(r"\d+", "N", text)
+
+    captured = masked(b"".join(p.read_bytes() for p in LOGS.glob("vllm-0.32.0-*.log")).decode())
     for pattern in PATTERNS:
         if pattern.source == "captured":
-            assert pattern.sample in captured, pattern.name
+            assert masked(pattern.sample) in captured, pattern.name
 
 
 def test_traceback_frames_never_match() -> None:
@@ -129,9 +134,7 @@ def test_traceback_frames_never_match() -> None:
         'Tried to allocate 1 GiB")'
     )
     assert PATTERNS.match_line(line) is None
-    assert (
-        PATTERNS.match_line('    raise AsyncEngineDeadError("Background loop is stopped.")') is None
-    )
+    assert PATTERNS.match_line('    raise AsyncEngineDeadError("Background loop is stopped.")') is None
 
 
 def test_request_controlled_text_never_counts() -> None:
@@ -202,9 +205,7 @@ def test_invalid_patterns_fail_at_load(tmp_path: Path, replace: str, by: str, me
 def test_duplicate_names_and_startup_failures_without_reason_fail(tmp_path: Path) -> None:
     with pytest.raises(PatternError, match="defined twice"):
         load_patterns(_write(tmp_path, GOOD + GOOD))
-    no_reason = GOOD.replace("kind: oom", "kind: startup_failed").replace(
-        "    reason: out_of_memory\n", ""
-    )
+    no_reason = GOOD.replace("kind: oom", "kind: startup_failed").replace("    reason: out_of_memory\n", "")
     with pytest.raises(PatternError, match="without a 'reason'"):
         load_patterns(_write(tmp_path, no_reason))
 

@@ -31,9 +31,7 @@ def naive(data: bytes) -> Pipeline:
 
 def summary(pipeline: Pipeline) -> tuple:
     c = pipeline.counts
-    stats = {
-        engine: {k: v for k, v in g.items() if k != "timestamp"} for engine, g in c.stats.items()
-    }
+    stats = {engine: {k: v for k, v in g.items() if k != "timestamp"} for engine, g in c.stats.items()}
     return c.events, c.startup_failures, stats, c.lines
 
 

@@ -23,9 +23,7 @@ START = (
     "(APIServer pid=1) INFO 11-29 10:00:00 [api_utils.py:286] non-default args: {}\n"
     "INFO:     Application startup complete.\n"
 )
-DEATH = (
-    "(APIServer pid=1) ERROR 11-29 10:05:00 [async_llm.py:906] AsyncLLM output_handler failed.\n"
-)
+DEATH = "(APIServer pid=1) ERROR 11-29 10:05:00 [async_llm.py:906] AsyncLLM output_handler failed.\n"
 
 
 def follow(path: Path, **kwargs) -> tuple[FileSource, Tailer, list[str]]:
@@ -165,9 +163,7 @@ def test_partial_lines_written_in_pieces(tmp_path: Path) -> None:
 
 def test_crlf_lines(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
-    log.write_bytes(
-        b"INFO:     Application startup complete.\r\n" + OOM.replace("\n", "\r\n").encode()
-    )
+    log.write_bytes(b"INFO:     Application startup complete.\r\n" + OOM.replace("\n", "\r\n").encode())
     source, tailer, _ = follow(log)
     tailer.poll()
     counts = tailer.pipeline.counts
@@ -259,9 +255,7 @@ def test_permission_denied_is_reported_and_retried(tmp_path: Path) -> None:
     assert warnings[-1] == f"reading {log} again"
 
 
-@pytest.mark.skipif(
-    os.geteuid() == 0, reason="root ignores file modes; the injected test above covers it"
-)
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file modes; the injected test above covers it")
 def test_permission_denied_by_file_mode(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     log.write_text(START)
