@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,31 @@ def test_an_unwritable_state_directory_fails_at_startup(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         f"vllm-log-exporter: error: cannot write state file {state}: No such file or directory"
     )
+
+
+def test_a_300_mib_line_without_newline_keeps_peak_rss_under_80_mb(tmp_path: Path) -> None:
+    log = tmp_path / "huge.log"
+    with open(log, "wb") as out:
+        out.write(START.encode())
+        out.truncate(len(START) + (300 << 20))  # a sparse 300 MiB "line" of NULs
+        out.seek(0, os.SEEK_END)
+        out.write(b"\n" + OOM.encode())
+    # A small parent measures the child: RUSAGE_CHILDREN of pytest itself would include the
+    # pages of the forked pytest process before the exec.
+    probe = (
+        "import resource, subprocess, sys; "
+        "r = subprocess.run(sys.argv[1:], capture_output=True); "
+        "sys.stdout.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) + '\\n'); "
+        "sys.stdout.buffer.write(r.stdout); sys.exit(r.returncode)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *exporter_command("--once", str(log))], capture_output=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    peak_kib, _, exposition = result.stdout.decode().partition("\n")
+    assert int(peak_kib) * 1024 < 80e6
+    observed = samples(exposition)
+    assert observed["vllm_log_oversized_lines_total"] == 1
+    assert observed["vllm_log_lines_total"] == 4
+    assert observed[event("startup_complete")] == 1 and observed[event("oom")] == 1
+    log.unlink()
