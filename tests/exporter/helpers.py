@@ -74,6 +74,13 @@ def canonical(exposition: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Run a command as root but bound by file modes: without these capabilities root gets
+# EACCES like any user, so permission errors can be produced for real.
+HONOUR_FILE_MODES = (
+    ("setpriv", "--bounding-set", "-dac_override,-dac_read_search") if os.geteuid() == 0 else ()
+)
+
+
 def exporter_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "vllm_log_exporter.cli", *args]
 
@@ -112,11 +119,18 @@ def scrape(url: str) -> dict[str, float] | None:
 class ExporterProcess:
     """`vllm-log-exporter` as a real subprocess, serving on a free loopback port."""
 
-    def __init__(self, *args: str, port: int, stdin: int | None = None, stdout: int | None = None) -> None:
+    def __init__(
+        self,
+        *args: str,
+        port: int,
+        stdin: int | None = None,
+        stdout: int | None = None,
+        prefix: tuple[str, ...] = (),
+    ) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}/metrics"
         self.process = subprocess.Popen(
-            exporter_command("--listen", f"127.0.0.1:{port}", "--poll-interval", "0.05", *args),
+            [*prefix, *exporter_command("--listen", f"127.0.0.1:{port}", "--poll-interval", "0.05", *args)],
             stdin=stdin,
             stdout=stdout if stdout is not None else subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -14,7 +14,7 @@ from vllm_log_exporter.patterns import EVENTS
 
 from tests.support.vllm_server import free_port
 
-from .helpers import LOGS, exporter, exporter_command, run_once, samples, wait_until
+from .helpers import HONOUR_FILE_MODES, LOGS, exporter, exporter_command, run_once, samples, wait_until
 
 START = (
     "(APIServer pid=1) INFO 11-29 10:00:00 [api_utils.py:286] non-default args: {}\n"
@@ -139,6 +139,21 @@ def test_serving_a_file_that_appears_later(tmp_path: Path) -> None:
         assert metrics['vllm_log_files{state="reading"}'] == 1
         assert metrics["vllm_log_lines_total"] == 3
         assert metrics['vllm_log_last_event_timestamp_seconds{event="engine_dead"}'] > 0
+        assert running.terminate() == 0
+
+
+def test_permission_denied_by_file_mode_is_reported_and_retried(tmp_path: Path) -> None:
+    """A real EACCES (as root, the exporter runs without the capabilities that bypass modes)."""
+    log = tmp_path / "vllm.log"
+    log.write_text(START)
+    log.chmod(0)
+    with exporter("--log-file", str(log), port=free_port(), prefix=HONOUR_FILE_MODES) as running:
+        metrics = running.wait_for('vllm_log_read_errors_total{reason="permission_denied"}', 1)
+        assert metrics['vllm_log_files{state="unreadable"}'] == 1
+        assert metrics[event("startup_complete")] == 0
+        log.chmod(0o644)  # fixed by the operator: the exporter retries and reads it
+        metrics = running.wait_for(event("startup_complete"), 1)
+        assert metrics['vllm_log_files{state="reading"}'] == 1
         assert running.terminate() == 0
 
 

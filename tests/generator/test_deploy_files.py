@@ -114,3 +114,18 @@ def test_kubernetes_job_labels_match_the_rules():
         if r.get("targetLabel") == "job"
     }
     assert jobs == {job["job_name"] for job in PROMETHEUS["scrape_configs"]}
+
+
+def test_the_exporter_image_copies_what_pip_needs_to_build_the_project():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    copied = set()
+    for line in (REPO / "exporters" / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            copied |= set(line.split()[1:-1])
+    assert project["project"]["readme"] in copied and "pyproject.toml" in copied
+    for where in project["tool"]["setuptools"]["packages"]["find"]["where"]:
+        assert where in copied, where
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert not copied & set(ignored)
