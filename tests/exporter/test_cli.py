@@ -78,22 +78,23 @@ def test_usage_errors_are_one_sentence_and_exit_2(args: list[str], message: str)
     assert message in lines[0]
 
 
+def start_with_state(tmp_path: Path, state: Path) -> subprocess.CompletedProcess:
+    """Start the exporter with a state file it must refuse at startup."""
+    command = exporter_command(
+        "--log-file",
+        str(tmp_path / "x.log"),
+        "--state-file",
+        str(state),
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+    )
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
 def test_a_corrupt_state_file_is_a_clear_error(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     state.write_text("{not json")
-    result = subprocess.run(
-        exporter_command(
-            "--log-file",
-            str(tmp_path / "x.log"),
-            "--state-file",
-            str(state),
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-        ),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = start_with_state(tmp_path, state)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"vllm-log-exporter: error: state file {state} is not valid JSON; move it away to start afresh"
@@ -269,19 +270,7 @@ def test_sigterm_saves_state_and_exits_0(tmp_path: Path) -> None:
 
 def test_an_unwritable_state_directory_fails_at_startup(tmp_path: Path) -> None:
     state = tmp_path / "no-such-dir" / "state.json"
-    result = subprocess.run(
-        exporter_command(
-            "--log-file",
-            str(tmp_path / "x.log"),
-            "--state-file",
-            str(state),
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-        ),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = start_with_state(tmp_path, state)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"vllm-log-exporter: error: cannot write state file {state}: No such file or directory"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from vllm_log_exporter.patterns import EVENTS
 
 from .helpers import GOLDEN, LOGS, canonical, run_once, samples
 
@@ -59,15 +60,6 @@ EXPECTED_REASONS = {
     "constructed-v0.8-startup-kv-cache-too-small.log": "kv_cache_too_small",
     "constructed-v0.32-json-logging.log": "no_cache_memory",
 }
-EVENTS = (
-    "oom",
-    "engine_dead",
-    "startup_failed",
-    "preemption",
-    "request_error",
-    "startup_complete",
-    "shutdown",
-)
 
 
 def test_every_log_fixture_has_expectations() -> None:

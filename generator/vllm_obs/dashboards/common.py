@@ -42,6 +42,27 @@ def latency_panel(
     )
 
 
+def error_panel(res: Resolution, cfg: BundleConfig, replica: str, target: str) -> Panel | None:
+    """Share of requests failing, from the engine (finished_reason="error") and from HTTP 5xx."""
+    n = Names(cfg.alerts.rate_window)
+    queries = []
+    success = res.signals.get("request_success")
+    if success is not None and success.has_value("finished_reason", "error"):
+        queries.append(Query(f"{n.request_errors}{replica}", "engine errors {{instance}} {{model_name}}"))
+    if "http_requests" in res.signals:
+        queries.append(Query(f"{n.http_errors}{target}", "HTTP 5xx {{instance}}"))
+    if not queries:
+        return None
+    return Panel(
+        title="Error ratio",
+        description="Share of requests failing (VllmRequestErrors). Dashed: the warning and critical alert thresholds.",
+        unit="percentunit",
+        queries=tuple(queries),
+        thresholds=((cfg.alerts.error_ratio_warning, WARN), (cfg.alerts.error_ratio_critical, CRIT)),
+        min=0,
+    )
+
+
 def keep(*panels: Panel | None) -> tuple[Panel, ...]:
     """Panels for signals the source has; a missing signal loses its panel, never shows an empty one."""
     return tuple(p for p in panels if p is not None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import BundleConfig
 from ..rules.names import Names
 from ..signals import Resolution
-from .common import CRIT, WARN, keep, latency_panel
+from .common import error_panel, keep, latency_panel
 from .queries import RATE, Filters
 from .spec import Dashboard, Panel, Query, Row
 
@@ -136,22 +136,7 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 min=0,
             )
         )
-    errors = []
-    if "request_success" in res.signals and res["request_success"].has_value("finished_reason", "error"):
-        errors.append(Query(f"{n.request_errors}{f.replica}", f"engine {LEGEND}"))
-    if "http_requests" in res.signals:
-        errors.append(Query(f"{n.http_errors}{f.target}", "HTTP 5xx {{instance}}"))
-    if errors:
-        traffic.append(
-            Panel(
-                title="Error ratio",
-                description="Share of requests failing (VllmRequestErrors). Dashed: the alert thresholds.",
-                unit="percentunit",
-                queries=tuple(errors),
-                thresholds=((a.error_ratio_warning, WARN), (a.error_ratio_critical, CRIT)),
-                min=0,
-            )
-        )
+    traffic += keep(error_panel(res, cfg, f.replica, f.target))
     return Dashboard(
         key="instance",
         title="Instance and model",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import BundleConfig
 from ..rules.names import Names, slo_miss
 from ..signals import Resolution
-from .common import CRIT, WARN, keep, latency_panel
+from .common import CRIT, WARN, error_panel, keep, latency_panel
 from .queries import Filters
 from .spec import Dashboard, Panel, Query, Row
 
@@ -172,22 +172,7 @@ def overview(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 min=0,
             )
         )
-    errors = []
-    if "request_success" in res.signals and res["request_success"].has_value("finished_reason", "error"):
-        errors.append(Query(f"{n.request_errors}{f.replica}", "engine errors {{instance}} {{model_name}}"))
-    if "http_requests" in res.signals:
-        errors.append(Query(f"{n.http_errors}{f.target}", "HTTP 5xx {{instance}}"))
-    if errors:
-        load.append(
-            Panel(
-                title="Error ratio",
-                description="Share of requests failing. Dashed: the warning and critical alert thresholds.",
-                unit="percentunit",
-                queries=tuple(errors),
-                thresholds=((a.error_ratio_warning, WARN), (a.error_ratio_critical, CRIT)),
-                min=0,
-            )
-        )
+    load += keep(error_panel(res, cfg, f.replica, f.target))
     return Dashboard(
         key="overview",
         title="Overview",

@@ -41,22 +41,29 @@ def go_float(value: float) -> str:
     return text
 
 
-def humanize(value: float) -> str:
-    if value == 0 or math.isnan(value) or math.isinf(value):
-        return go_g4(value)
+def _small(value: float) -> tuple[float, str]:
+    """Scale a value below 1 up by thousands, with its SI prefix (m, u, n...)."""
     prefix = ""
-    if abs(value) >= 1:
-        for p in ("k", "M", "G", "T", "P", "E", "Z", "Y"):
-            if abs(value) < 1000:
-                break
-            prefix = p
-            value /= 1000
-        return f"{go_g4(value)}{prefix}"
     for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
         if abs(value) >= 1:
             break
         prefix = p
         value *= 1000
+    return value, prefix
+
+
+def humanize(value: float) -> str:
+    if value == 0 or math.isnan(value) or math.isinf(value):
+        return go_g4(value)
+    if abs(value) < 1:
+        scaled, prefix = _small(value)
+        return f"{go_g4(scaled)}{prefix}"
+    prefix = ""
+    for p in ("k", "M", "G", "T", "P", "E", "Z", "Y"):
+        if abs(value) < 1000:
+            break
+        prefix = p
+        value /= 1000
     return f"{go_g4(value)}{prefix}"
 
 
@@ -77,13 +84,8 @@ def humanize_duration(value: float) -> str:
         if mins:
             return f"{sign}{mins}m {secs}s"
         return f"{sign}{go_g4(value)}s"
-    prefix = ""
-    for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
-        if abs(value) >= 1:
-            break
-        prefix = p
-        value *= 1000
-    return f"{go_g4(value)}{prefix}s"
+    scaled, prefix = _small(value)
+    return f"{go_g4(scaled)}{prefix}s"
 
 
 def humanize_percentage(value: float) -> str:
@@ -113,6 +115,8 @@ def render(template: str, labels: dict[str, str], value: float) -> str:
             return text
         if func is None:
             return go_float(value)
+        if func not in _FUNCS:
+            raise ValueError(f"unsupported pipeline {func} on $value")
         return _FUNCS[func](value)
 
     out = _ACTION.sub(action, _IF.sub(if_block, template))
