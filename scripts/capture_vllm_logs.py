@@ -94,9 +94,9 @@ def capture_normal(log: Path) -> None:
     # stop() sent SIGTERM: the log ends with the normal shutdown sequence.
 
 
-def capture_engine_killed(log: Path) -> None:
+def capture_engine_killed(log: Path, extra_args: tuple[str, ...] = ()) -> None:
     """kill -9 of the EngineCore process while the server is healthy."""
-    server = VllmServer(log)
+    server = VllmServer(log, extra_args=extra_args)
     server.start()
     try:
         print("traffic:", send_traffic(server, requests=3, errors=False))
@@ -208,9 +208,15 @@ def _runtime_oom_attempt(log: Path, margin_mib: int) -> bool:
         server.stop()
 
 
+def capture_json_engine_killed(log: Path) -> None:
+    """The engine kill again, with vLLM 0.32's built-in JSON log format (tracebacks in exc_info)."""
+    capture_engine_killed(log, ("--logging-config.formatter", "json"))
+
+
 SCENARIOS = {
     "normal": capture_normal,
     "engine_killed": capture_engine_killed,
+    "json_engine_killed": capture_json_engine_killed,
     "startup_failed": capture_startup_failed,
     "runtime_oom": capture_runtime_oom,
 }

@@ -36,6 +36,9 @@ EXPECTED_EVENTS = {
     # `Process EngineCore:` copy, the worker dying and the API server's RuntimeError are
     # one startup failure, never an engine death.
     "vllm-0.32.0-cpu-startup-failed.log": dict(startup_failed=1),
+    # Real: the same kill -9 with `--logging-config.formatter json`: one JSON object per
+    # record, the traceback inside exc_info; raw stderr lines stay plain text.
+    "vllm-0.32.0-cpu-json-engine-killed.log": dict(startup_complete=1, engine_dead=1, shutdown=1),
     # Real: RLIMIT_AS on the model worker, then a burst: DefaultCPUAllocator fails in the
     # worker (2 copies), EngineCore and the API server repeat it; 32 requests get 500.
     "vllm-0.32.0-cpu-runtime-oom.log": dict(
