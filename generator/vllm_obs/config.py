@@ -337,12 +337,12 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
             )
         if isinstance(value, float) and value < 0:
             raise BundleError(f"config key '{key}' in {source} must not be negative.")
-        if (
-            (f.name.endswith("_objective") or f.name.startswith(("kv_", "throttled_kv")))
-            and isinstance(value, float)
-            and not 0 < value < (1.0 if f.name.endswith("_objective") else 1.0 + 1e-9)
-        ):
-            raise BundleError(f"config key '{key}' in {source} must be a fraction between 0 and 1.")
+        # An objective of 1 leaves no error budget; a usage threshold of 1 is still meaningful.
+        is_objective = f.name.endswith("_objective")
+        is_usage = f.name.startswith(("kv_usage", "kv_predict_floor", "throttled_kv"))
+        if isinstance(value, float) and (is_objective or is_usage):
+            if not (0 < value < 1 if is_objective else 0 < value <= 1):
+                raise BundleError(f"config key '{key}' in {source} must be a fraction between 0 and 1.")
     if isinstance(obj, Receiver):
         kinds = ("pagerduty", "opsgenie", "slack", "webhook", "email", "none")
         if obj.type not in kinds:
