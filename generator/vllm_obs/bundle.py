@@ -104,8 +104,7 @@ def _warnings(res: Resolution) -> list[str]:
             continue  # the V0 engine reports the rate as a gauge; its panel uses that
         if key in DEPENDENTS:
             out.append(f"{res.source.origin} has no {key} series; skipped {DEPENDENTS[key]}.")
-    success = res.signals.get("request_success")
-    if success is not None and not success.has_value("finished_reason", "error"):
+    if "request_success" in res.signals and not res.reports_engine_errors:
         out.append(
             f'{res.source.origin} has no finished_reason="error" (vLLM 0.13+); '
             'skipped VllmRequestErrors{source="engine"} and the engine error-ratio panels.'

@@ -51,6 +51,12 @@ class Resolution:
     def has(self, *keys: str) -> bool:
         return all(key in self.signals for key in keys)
 
+    @property
+    def reports_engine_errors(self) -> bool:
+        """finished_reason="error" exists from vLLM 0.13; older releases cannot count failures."""
+        success = self.signals.get("request_success")
+        return success is not None and success.has_value("finished_reason", "error")
+
     def __getitem__(self, key: str) -> Signal:
         return self.signals[key]
 

@@ -46,8 +46,7 @@ def error_panel(res: Resolution, cfg: BundleConfig, replica: str, target: str) -
     """Share of requests failing, from the engine (finished_reason="error") and from HTTP 5xx."""
     n = Names(cfg.alerts.rate_window)
     queries = []
-    success = res.signals.get("request_success")
-    if success is not None and success.has_value("finished_reason", "error"):
+    if res.reports_engine_errors:
         queries.append(Query(f"{n.request_errors}{replica}", "engine errors {{instance}} {{model_name}}"))
     if "http_requests" in res.signals:
         queries.append(Query(f"{n.http_errors}{target}", "HTTP 5xx {{instance}}"))

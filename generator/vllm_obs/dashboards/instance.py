@@ -119,13 +119,7 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
     for key, what in (("request_prompt_tokens", "prompt"), ("request_generation_tokens", "generated")):
         if key in res.signals:
             sig = res[key]
-            lengths.append(
-                Query(
-                    f"sum by (instance) (rate({sig.sum}{f.raw(sig)}[{RATE}]))\n/\n"
-                    f"sum by (instance) (rate({sig.count}{f.raw(sig)}[{RATE}]))",
-                    f"{what} {{{{instance}}}}",
-                )
-            )
+            lengths.append(Query(f.mean(sig), f"{what} {{{{instance}}}}"))
     if lengths:
         traffic.append(
             Panel(

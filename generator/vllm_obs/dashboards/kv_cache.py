@@ -106,13 +106,7 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 title="Tokens per engine step",
                 description="Mean batch size in tokens per engine iteration (prefill and decode together).",
                 unit="none",
-                queries=(
-                    Query(
-                        f"sum by (instance) (rate({sig.sum}{f.raw(sig)}[{RATE}]))\n/\n"
-                        f"sum by (instance) (rate({sig.count}{f.raw(sig)}[{RATE}]))",
-                        "{{instance}}",
-                    ),
-                ),
+                queries=(Query(f.mean(sig), "{{instance}}"),),
                 min=0,
             )
         )

@@ -179,7 +179,7 @@ def overview(res: Resolution, cfg: BundleConfig) -> Dashboard:
         description="Fleet health: targets, traffic, latency percentiles, queue, KV cache, preemptions, errors, SLOs.",
         rows=(
             Row("Fleet", tuple(fleet)),
-            Row("Latency", tuple(p for p in latency)),
+            Row("Latency", latency),
             Row("Load and saturation", tuple(load)),
         ),
         variables=f.variables(engine=False),

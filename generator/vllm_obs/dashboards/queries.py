@@ -40,6 +40,13 @@ class Filters:
             parts.append('engine=~"$engine"')
         return "{" + ", ".join(parts + list(extra)) + self._extra + "}"
 
+    def mean(self, sig: Signal) -> str:
+        """Mean observation per instance of a histogram over the panel's rate interval."""
+        return (
+            f"sum by (instance) (rate({sig.sum}{self.raw(sig)}[{RATE}]))\n/\n"
+            f"sum by (instance) (rate({sig.count}{self.raw(sig)}[{RATE}]))"
+        )
+
     @property
     def exporter(self) -> str:
         return f'{{{self.cfg.exporter_selector}, instance=~"$instance"}}'

@@ -200,10 +200,8 @@ def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
 def _errors(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
     a = cfg.alerts
     out = []
-    success = res.signals.get("request_success")
-    engine_errors = success is not None and success.has_value("finished_reason", "error")
     for severity, threshold in (("warning", a.error_ratio_warning), ("critical", a.error_ratio_critical)):
-        if engine_errors:
+        if res.reports_engine_errors:
             out.append(
                 Alert(
                     name="VllmRequestErrors",

@@ -62,9 +62,8 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
     out.append(Recording(n.requests_finished, finished))
     out.append(Recording(n.fleet_requests_finished, f"sum by ({by(FLEET_MODEL)}) ({n.requests_finished})"))
 
-    success = res.signals.get("request_success")
-    if success is not None and success.has_value("finished_reason", "error"):
-        failed = rate_of(success.name, 'finished_reason="error"')
+    if res.reports_engine_errors:
+        failed = rate_of(res["request_success"].name, 'finished_reason="error"')
         out.append(Recording(n.requests_failed, f"sum by ({by(INSTANCE_MODEL)}) ({failed})"))
         # 0/0 stays empty (no traffic, no verdict); a replica with traffic and no
         # errors reads 0, never "no data".
