@@ -2,62 +2,67 @@
 
 from __future__ import annotations
 
-import http.client
 import os
-import socket
-import ssl
-import urllib.error
-import urllib.request
+import warnings
 from pathlib import Path
 
+import requests
+import urllib3
+
+from . import __version__
 from .errors import BundleError
 
 # vLLM's /metrics is a few hundred kB at most; refuse anything absurd instead of
 # filling memory with a wrong URL's response.
 MAX_BYTES = 64 * 1024 * 1024
+_CHUNK = 64 * 1024
 
 
 def read_url(url: str, *, timeout: float, bearer_token: str | None, verify_tls: bool) -> str:
     if not url.startswith(("http://", "https://")):
         raise BundleError(f"--metrics-url {url} is not an http(s) URL; pass e.g. http://HOST:8000/metrics.")
-    headers = {"Accept": "text/plain;version=0.0.4", "User-Agent": "vllm-obs"}
+    headers = {
+        "Accept": "text/plain;version=0.0.4",
+        "User-Agent": f"vllm-obs/{__version__}",
+        # Content-Length then counts the bytes we read, which is how a cut body shows.
+        "Accept-Encoding": "identity",
+    }
     if bearer_token:
         headers["Authorization"] = f"Bearer {bearer_token}"
-    context = None
-    if url.startswith("https://") and not verify_tls:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    request = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-            body = response.read(MAX_BYTES + 1)
-            declared = response.headers.get("Content-Length")
-            content_type = response.headers.get("Content-Type", "")
-    except urllib.error.HTTPError as exc:
-        raise BundleError(_http_status_message(url, exc.code)) from None
-    except http.client.IncompleteRead as exc:
+        with warnings.catch_warnings():
+            # The user asked for no verification; urllib3's warning would repeat that to them.
+            warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+            with requests.get(url, headers=headers, timeout=timeout, verify=verify_tls, stream=True) as response:
+                if response.status_code != 200:
+                    raise BundleError(_http_status_message(url, response.status_code))
+                declared = response.headers.get("Content-Length")
+                content_type = response.headers.get("Content-Type", "")
+                body = _read_capped(response, url)
+    except requests.exceptions.ChunkedEncodingError:
+        # urllib3 enforces Content-Length: a body cut short raises IncompleteRead here.
         raise BundleError(
-            f"{url} closed the connection after {len(exc.partial)} bytes, so the exposition is "
+            f"{url} closed the connection before sending the whole body, so the exposition is "
             "truncated; fetch it again."
         ) from None
-    except http.client.HTTPException as exc:
+    except requests.exceptions.Timeout:
+        raise BundleError(_timeout_message(url, timeout)) from None
+    except requests.exceptions.SSLError as exc:
+        if "CERTIFICATE" not in str(exc).upper():
+            raise BundleError(
+                f"the TLS handshake with {url} failed ({_reason(exc)}); check that the server speaks "
+                "https on that port, or use http://."
+            ) from None
+        raise BundleError(
+            f"the TLS certificate of {url} was refused ({_reason(exc)}); fix the certificate or pass "
+            "--insecure-skip-verify."
+        ) from None
+    except requests.exceptions.ConnectionError as exc:
+        raise BundleError(_connection_message(url, exc)) from None
+    except requests.exceptions.RequestException as exc:
         raise BundleError(
             f"{url} did not answer with valid HTTP ({type(exc).__name__}); check the URL and port."
         ) from None
-    except urllib.error.URLError as exc:
-        raise BundleError(_connection_message(url, exc.reason, timeout)) from None
-    except TimeoutError:
-        raise BundleError(
-            f"{url} did not answer within {timeout:g} s; check the server is not overloaded "
-            "or raise --timeout."
-        ) from None
-    except (ConnectionError, OSError) as exc:
-        raise BundleError(_connection_message(url, exc, timeout)) from None
-    if len(body) > MAX_BYTES:
-        raise BundleError(
-            f"{url} returned more than {MAX_BYTES // 2**20} MiB; that is not a vLLM /metrics page."
-        )
     if declared and declared.isdigit() and int(declared) != len(body):
         raise BundleError(
             f"{url} sent {len(body)} of the {declared} bytes it announced, so the exposition is "
@@ -69,6 +74,17 @@ def read_url(url: str, *, timeout: float, bearer_token: str | None, verify_tls: 
             "path itself, not a proxy's login or error page."
         )
     return _decode(body, url)
+
+
+def _read_capped(response: requests.Response, url: str) -> bytes:
+    body = bytearray()
+    for chunk in response.iter_content(_CHUNK):
+        body += chunk
+        if len(body) > MAX_BYTES:
+            raise BundleError(
+                f"{url} returned more than {MAX_BYTES // 2**20} MiB; that is not a vLLM /metrics page."
+            )
+    return bytes(body)
 
 
 def read_file(path: str) -> str:
@@ -132,14 +148,29 @@ def _http_status_message(url: str, status: int) -> str:
     return f"{url} answered HTTP {status}; expected 200 from vLLM's /metrics."
 
 
-def _connection_message(url: str, reason: object, timeout: float) -> str:
-    text = str(reason)
-    if isinstance(reason, (TimeoutError, socket.timeout)) or "timed out" in text:
-        return f"{url} did not answer within {timeout:g} s; check the server is not overloaded or raise --timeout."
-    if isinstance(reason, ConnectionRefusedError) or "refused" in text:
+def _timeout_message(url: str, timeout: float) -> str:
+    return f"{url} did not answer within {timeout:g} s; check the server is not overloaded or raise --timeout."
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause's text: requests wraps urllib3, which wraps the socket error."""
+    while exc.__context__ is not None or (exc.args and isinstance(exc.args[0], BaseException)):
+        inner = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc.__context__
+        if inner is None or inner is exc:
+            break
+        exc = inner
+    reason = getattr(exc, "reason", None)
+    return " ".join(str(reason if reason is not None else exc).split())[:200]
+
+
+def _connection_message(url: str, exc: requests.exceptions.ConnectionError) -> str:
+    text = str(exc)
+    if "refused" in text.lower():
         return f"nothing is listening at {url} (connection refused); check that vLLM is running and the host and port."
-    if isinstance(reason, socket.gaierror) or "Name or service not known" in text or "not known" in text:
+    if "resolve" in text.lower() or "not known" in text or "NameResolutionError" in text:
         return f"the host in {url} cannot be resolved; check the host name."
-    if isinstance(reason, ssl.SSLError) or "CERTIFICATE" in text.upper():
-        return f"the TLS certificate of {url} was refused ({text}); fix the certificate or pass --insecure-skip-verify."
-    return f"cannot reach {url} ({text}); check the URL and the network."
+    if "timed out" in text.lower():
+        return f"{url} did not answer in time; check the server is not overloaded or raise --timeout."
+    if "RemoteDisconnected" in text or "BadStatusLine" in text or "ProtocolError" in text:
+        return f"{url} did not answer with valid HTTP ({_reason(exc)}); check the URL and port."
+    return f"cannot reach {url} ({_reason(exc)}); check the URL and the network."
