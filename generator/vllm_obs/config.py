@@ -85,7 +85,11 @@ class AlertsSection:
         "so one slow request on an idle replica does not alert",
     )
     queue_waiting_threshold: float = knob(20, "requests waiting above this (per replica and model) warns")
-    queue_for: str = knob("5m", "how long the queue must stay above the threshold")
+    queue_for: str = knob(
+        "2m",
+        "how long the queue must stay above the threshold; a queue inflates time to first token "
+        "within seconds, so keep it short: 1m where bursts drain within a minute, 2m at most otherwise",
+    )
     throttled_kv_usage_below: float = knob(
         0.5, "VllmSchedulerThrottled: the queue grows while KV-cache usage stays below this"
     )

@@ -199,3 +199,26 @@ def test_the_four_signals_of_the_card_are_alerted_under_the_release_s_own_names(
         assert f"rate({itl}_bucket{{" in recording
         assert "rate(vllm:time_to_first_token_seconds_bucket{" in recording
         assert "(vllm:num_requests_waiting{" in recording
+
+
+def _queue_checks(bundle: Path) -> tuple[str, list[dict]]:
+    rules = yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())
+    (rule,) = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "VllmQueueDepthHigh"]
+    tests = yaml.safe_load((bundle / "tests" / "rules" / "saturation.test.yml").read_text())["tests"]
+    fire = next(t for t in tests if t["name"].startswith("VllmQueueDepthHigh fires"))
+    return rule["for"], fire["alert_rule_test"]
+
+
+@pytest.mark.parametrize("setting, expected", [(None, "2m"), ("1m", "1m")])
+def test_the_queue_alert_waits_two_minutes_at_most_and_its_tests_follow(setting, expected, tmp_path):
+    """A queue inflates TTFT within seconds: the default `for` is 2m, and a 1m setting is pinned too."""
+    config = {"alerts": {"queue_for": setting}} if setting else None
+    bundle = generate(tmp_path / "bundle", config=config)
+    for_, checks = _queue_checks(bundle)
+    assert for_ == expected
+    minute = int(expected[:-1])
+    assert [(c["eval_time"], bool(c["exp_alerts"])) for c in checks] == [
+        (f"{minute - 1}m", False),
+        (f"{minute}m", True),
+    ]
+    check_and_test(bundle)

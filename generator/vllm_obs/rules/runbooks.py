@@ -63,7 +63,10 @@ SECTIONS: dict[str, Section] = {
     "VllmQueueDepthHigh": Section(
         meaning=(
             "Requests wait to be scheduled: the number of waiting requests of one replica and model "
-            "has stayed above the threshold. Demand exceeds what the server admits per step."
+            "has stayed above the threshold. Demand exceeds what the server admits per step. Every "
+            "waiting request adds its wait to its time to first token within seconds, which is why this "
+            "alert waits only `alerts.queue_for` (2m by default; 1m suits traffic whose bursts drain "
+            "within a minute)."
         ),
         confirm=[
             "Waiting and running: `{waiting}`, `{running}`",
