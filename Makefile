@@ -11,12 +11,16 @@ VLLM_VENV := $(VLLM_OBS_CACHE)/vllm-$(VLLM_VERSION)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export VLLM_OBS_CACHE
 
-.PHONY: generate test venv system-deps vllm-venv check-bundle clean
+.PHONY: generate secrets test venv system-deps vllm-venv check-bundle clean
 
 ## Generate the default bundle (embedded catalog of the newest vLLM release) into this checkout.
-generate: venv
+generate: venv secrets
 	$(BIN)/vllm-obs generate --out .
 	$(BIN)/vllm-obs default-config > vllm-obs.yml
+
+## Random Grafana admin password and vLLM API key in secrets/ when missing (never committed).
+secrets:
+	$(PYTHON) stack/make_secrets.py secrets
 
 ## Run the whole test suite: unit, promtool/amtool, real Alertmanager and Prometheus, real vLLM.
 test: venv system-deps vllm-venv

@@ -11,7 +11,7 @@ from .config import BundleConfig
 from .dashboards.build import dashboards
 from .dashboards.grafana import render as render_dashboard
 from .dashboards.provisioning import dashboard_provider, datasources
-from .kubernetes_manifests import dashboards_config_map, prometheus_rule
+from .kubernetes_manifests import alertmanager_config_resource, dashboards_config_map, prometheus_rule
 from .prometheus_config import prometheus_config
 from .rules.alerts import alert_groups
 from .rules.files import rule_file
@@ -82,6 +82,9 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
     )
     files["kubernetes/generated/grafana-dashboards.yaml"] = dashboards_config_map(
         {k: v for k, v in files.items() if k.startswith("dashboards/")}, header
+    )
+    files["kubernetes/generated/alertmanagerconfig.yaml"] = alertmanager_config_resource(
+        alertmanager_config(cfg), header
     )
     tests = test_files(
         alerts, res, cfg, [f"../../{RECORDING_FILE}", f"../../{ALERTS_FILE}"], [g.name for g in recording]

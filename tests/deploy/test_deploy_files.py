@@ -1,9 +1,9 @@
 """docker-compose and Kubernetes files agree with the generated bundle.
 
 No Docker engine or cluster runs here, so these tests check what can be checked
-statically: every mount exists, every target the generated prometheus.yml scrapes is a
-service on the right port, paths line up between services, and the generated
-Kubernetes objects carry exactly the bundle's rules and dashboards.
+statically: every mount exists, paths line up between services, and the generated
+Kubernetes objects carry exactly the bundle's rules and dashboards. The safety rules
+(ports, secrets, disk, health, start order, scrape targets) are in test_stack_rules.py.
 """
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ from pathlib import Path
 
 import yaml
 from vllm_obs.dashboards.provisioning import DASHBOARD_PATH
+
+from stack.make_secrets import ALERTMANAGER_DIR
+
+from .rules import k8s_jobs
+from .stackfiles import k8s_documents
 
 REPO = Path(__file__).parent.parent.parent
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
@@ -28,13 +33,25 @@ def mounts(service: str) -> dict[str, str]:
 
 
 def test_the_stack_has_every_component():
-    assert set(COMPOSE["services"]) == {"vllm", "vllm-log-exporter", "prometheus", "alertmanager", "grafana"}
+    assert set(COMPOSE["services"]) == {
+        "vllm",
+        "vllm-log-exporter",
+        "vllm-probe",
+        "dcgm-exporter",
+        "prometheus",
+        "alertmanager",
+        "grafana",
+    }
+    # NVIDIA's exporter only runs with `--profile gpu`; everything else always.
+    assert {n for n, s in COMPOSE["services"].items() if s.get("profiles")} == {"dcgm-exporter"}
+    assert COMPOSE["services"]["dcgm-exporter"]["profiles"] == ["gpu"]
 
 
 def test_every_bind_mount_exists_in_the_checkout():
+    made_by_make_secrets = f"./secrets/{ALERTMANAGER_DIR}"
     for name in COMPOSE["services"]:
         for source in mounts(name).values():
-            if source.startswith("./"):
+            if source.startswith("./") and source != made_by_make_secrets:
                 assert (REPO / source).exists(), f"{name} mounts missing {source}"
     dockerfile = COMPOSE["services"]["vllm-log-exporter"]["build"]["dockerfile"]
     assert (REPO / dockerfile).exists()
@@ -51,27 +68,23 @@ def test_prometheus_finds_its_rules_through_the_mounts():
         assert (REPO / "alerts" / mounted.name).exists()
 
 
-def test_scrape_targets_are_services_on_their_ports():
-    ports = {
-        name: {p.split(":")[-1] for p in service.get("ports", [])}
-        for name, service in COMPOSE["services"].items()
-    }
-    targets = [
-        t for job in PROMETHEUS["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
-    ]
-    targets += PROMETHEUS["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
-    assert targets
-    for target in targets:
-        host, port = target.split(":")
-        assert port in ports[host], target
-
-
 def test_the_exporter_reads_the_file_vllm_writes():
-    vllm_command = " ".join(COMPOSE["services"]["vllm"]["command"])
-    assert "tee -a /var/log/vllm/vllm.log" in vllm_command
+    entrypoint = COMPOSE["services"]["vllm"]["entrypoint"]
+    assert "--log-file=/var/log/vllm/vllm.log" in entrypoint
     assert mounts("vllm")["/var/log/vllm"] == mounts("vllm-log-exporter")["/var/log/vllm"] == "vllm-logs"
+    script = entrypoint[1]
+    assert mounts("vllm")[script] == "./stack/vllm_entrypoint.py"
     dockerfile = (REPO / "exporters" / "Dockerfile").read_text()
     assert "/var/log/vllm/vllm.log" in dockerfile and "0.0.0.0:9400" in dockerfile
+    # The Kubernetes example copies the same script out of the exporter image.
+    assert "COPY stack/vllm_entrypoint.py /opt/vllm-obs/vllm_entrypoint.py" in dockerfile
+
+
+def test_the_probe_runs_from_the_exporter_image():
+    probe, exporter = COMPOSE["services"]["vllm-probe"], COMPOSE["services"]["vllm-log-exporter"]
+    assert probe["image"] == exporter["image"] and probe["build"] == exporter["build"]
+    assert probe["entrypoint"] == ["vllm-probe"]
+    assert "--listen=0.0.0.0:9401" in probe["command"]
 
 
 def test_grafana_and_alertmanager_paths_line_up():
@@ -87,7 +100,8 @@ def test_grafana_and_alertmanager_paths_line_up():
         for c in r.get(key, [])
     ]
     assert files and all(f.startswith("/etc/alertmanager/secrets/") for f in files)
-    assert mounts("alertmanager")["/etc/alertmanager/secrets"] == "./secrets"
+    # Only Alertmanager's own folder: it never sees the Grafana password or the vLLM key.
+    assert mounts("alertmanager")["/etc/alertmanager/secrets"] == "./secrets/alertmanager"
 
 
 def test_kubernetes_objects_carry_the_bundle():
@@ -105,15 +119,9 @@ def test_kubernetes_objects_carry_the_bundle():
 
 
 def test_kubernetes_job_labels_match_the_rules():
-    monitors = list(yaml.safe_load_all((REPO / "kubernetes" / "monitors.yaml").read_text()))
-    jobs = {
-        r["replacement"]
-        for m in monitors
-        for e in m["spec"]["podMetricsEndpoints"]
-        for r in e["relabelings"]
-        if r.get("targetLabel") == "job"
-    }
-    assert jobs == {job["job_name"] for job in PROMETHEUS["scrape_configs"]}
+    generated = {job["job_name"] for job in PROMETHEUS["scrape_configs"]}
+    for variant in ("monitors.yaml", "servicemonitors.yaml"):
+        assert k8s_jobs(k8s_documents(variant)) == generated, variant
 
 
 def test_the_exporter_image_copies_what_pip_needs_to_build_the_project():
