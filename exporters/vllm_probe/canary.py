@@ -1,0 +1,187 @@
+"""One probe cycle against one vLLM: `GET <health-path>`, then one single-token request.
+
+Each target has its own `requests.Session` (keep-alive to that server only) and is used by
+one thread at a time. A failure is returned, never retried: the next cycle is the retry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import requests
+from requests.auth import AuthBase
+
+from . import __version__
+from .outcome import (
+    BAD_BODY,
+    TIMEOUT,
+    Outcome,
+    answer_error,
+    exception_detail,
+    exception_reason,
+    first_model_id,
+    status_reason,
+)
+from .targets import Target
+
+PROMPT = "ping"
+MAX_BODY_BYTES = 1 << 20  # a valid one-token answer is well under 1 KiB
+HEALTH_TIMEOUT = 2.0  # /health does no inference; longer than this is unhealthy
+CHUNK = 16 << 10
+
+
+class BearerAuth(AuthBase):
+    """`Authorization: Bearer KEY` on every request.
+
+    Set as the session's auth so that requests never replaces it with a ~/.netrc entry.
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = f"Bearer {self.key}"
+        return request
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str = "completion"  # or "chat"
+    timeout: float = 10.0
+    health_path: str = "/health"
+    model: str | None = None  # None: discover from /v1/models
+    api_key: str | None = None
+
+
+class DeadlineExceeded(Exception):
+    """The probe's time budget ran out between socket reads."""
+
+
+class OversizedBody(Exception):
+    """A 2xx body larger than any one-token answer."""
+
+
+@dataclass(frozen=True)
+class Cycle:
+    outcome: Outcome
+    model: str | None  # the model name sent (None if none was known)
+    health_up: bool
+    discovered: bool = False  # the model came from /v1/models in this cycle
+
+
+class Canary:
+    def __init__(self, target: Target, settings: Settings, clock: Callable[[], float] = time.monotonic):
+        self.target = target
+        self.settings = settings
+        self.clock = clock
+        self.model = settings.model
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = f"vllm-probe/{__version__}"
+        if settings.api_key:
+            self.session.auth = BearerAuth(settings.api_key)
+
+    def close(self) -> None:
+        self.session.close()
+
+    # -- one cycle -----------------------------------------------------------------------
+
+    def run(self) -> Cycle:
+        health_up = self.check_health()
+        discovered = False
+        deadline = self.clock() + self.settings.timeout
+        if self.model is None:
+            model, failure = self.discover(deadline)
+            if failure is not None:
+                return Cycle(failure, None, health_up)
+            self.model, discovered = model, True
+        model = self.model
+        outcome = self.request(model, deadline)
+        if outcome.status == 404 and self.settings.model is None:
+            self.model = None  # the served name changed: ask /v1/models again next cycle
+        return Cycle(outcome, model, health_up, discovered)
+
+    def check_health(self) -> bool:
+        timeout = min(HEALTH_TIMEOUT, self.settings.timeout)
+        try:
+            status, _ = self._exchange("GET", self.settings.health_path, None, self.clock() + timeout)
+        except Exception:  # any transport failure means "not healthy", never a dead worker
+            return False
+        return status == 200
+
+    def discover(self, deadline: float) -> tuple[str | None, Outcome | None]:
+        try:
+            status, body = self._exchange("GET", "/v1/models", None, deadline)
+        except Exception as exc:
+            return None, self._failure(exc, "GET /v1/models")
+        if not 200 <= status < 300:
+            return None, Outcome.failure(
+                status_reason(status), f"GET /v1/models answered HTTP {status}", status
+            )
+        model = first_model_id(body)
+        if model is None:
+            return None, Outcome.failure(BAD_BODY, "GET /v1/models answered no model id")
+        return model, None
+
+    def request(self, model: str, deadline: float) -> Outcome:
+        if self.settings.mode == "chat":
+            path = "/v1/chat/completions"
+            payload = {
+                "model": model,
+                "messages": [{"role": "user", "content": PROMPT}],
+                "max_tokens": 1,
+                "temperature": 0,
+            }
+        else:
+            path = "/v1/completions"
+            payload = {"model": model, "prompt": PROMPT, "max_tokens": 1, "temperature": 0}
+        started = self.clock()
+        try:
+            status, body = self._exchange("POST", path, payload, deadline)
+        except Exception as exc:
+            return self._failure(exc, f"POST {path}")
+        latency = self.clock() - started
+        if not 200 <= status < 300:
+            return Outcome.failure(status_reason(status), f"POST {path} answered HTTP {status}", status)
+        problem = answer_error(body, self.settings.mode)
+        if problem is not None:
+            return Outcome.failure(BAD_BODY, f"POST {path} answered HTTP {status} but {problem}", status)
+        return Outcome.success(latency, status)
+
+    # -- transport -------------------------------------------------------------------------
+
+    def _exchange(self, method: str, path: str, payload: dict | None, deadline: float) -> tuple[int, bytes]:
+        """One request with everything (connect, each read, the whole body) inside `deadline`."""
+        remaining = deadline - self.clock()
+        if remaining <= 0:
+            raise DeadlineExceeded(f"no time left for {method} {path}")
+        with self.session.request(
+            method,
+            self.target.url(path),
+            json=payload,
+            timeout=(remaining, remaining),
+            stream=True,
+            allow_redirects=False,
+        ) as response:
+            body = bytearray()
+            if 200 <= response.status_code < 300:
+                for chunk in response.iter_content(CHUNK):
+                    body += chunk
+                    if len(body) > MAX_BODY_BYTES:
+                        raise OversizedBody(f"{method} {path} answered more than {MAX_BODY_BYTES} bytes")
+                    if self.clock() > deadline:
+                        raise DeadlineExceeded(f"{method} {path} was still sending its body")
+            if self.clock() > deadline:
+                raise DeadlineExceeded(f"{method} {path} answered after the timeout")
+            return response.status_code, bytes(body)
+
+    def _failure(self, exc: BaseException, what: str) -> Outcome:
+        if isinstance(exc, DeadlineExceeded):
+            return Outcome.failure(TIMEOUT, str(exc))
+        if isinstance(exc, OversizedBody):
+            return Outcome.failure(BAD_BODY, str(exc))
+        reason = exception_reason(exc)
+        if reason == TIMEOUT:
+            return Outcome.failure(TIMEOUT, f"{what}: no answer within {self.settings.timeout:g} s")
+        return Outcome.failure(reason, f"{what}: {exception_detail(exc)}")

@@ -1,0 +1,167 @@
+"""The probe's metrics: plain per-target state under one lock, rendered on every scrape.
+
+A custom collector rather than prometheus_client's metric objects so that a scrape sees
+one consistent snapshot: `vllm_probe_requests_total` and `vllm_probe_failures_total` move
+together, and `requests - sum(failures)` is at every moment the number of probes vLLM
+answered (what the recording rules subtract from served traffic). Label values come from
+the configured targets, the model name sent (configured, or the one a target's
+/v1/models names, replacing the previous one) and outcome.REASONS; nothing else.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.utils import floatToGoString
+
+from . import __version__
+from .outcome import REASONS, Outcome
+
+BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+UNKNOWN_MODEL = "unknown"
+
+
+@dataclass
+class ModelSeries:
+    """Series labelled with (target, model_name): they start afresh when the model changes."""
+
+    success: float = 0.0
+    last_success: float = 0.0
+    requests: int = 0
+    failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+    buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
+    duration_sum: float = 0.0
+    duration_count: int = 0
+
+
+@dataclass
+class TargetSeries:
+    model: str
+    by_model: ModelSeries = field(default_factory=ModelSeries)
+    skipped: int = 0
+    health_up: float = 0.0
+    last_probe: float = 0.0
+
+
+class ProbeMetrics:
+    """Every series the probe exports; thread-safe; each record_* is one atomic update."""
+
+    def __init__(self, targets: dict[str, str | None], clock: Callable[[], float]) -> None:
+        """`targets` maps each target label to its configured model (None: discovered)."""
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.targets = {instance: TargetSeries(model or UNKNOWN_MODEL) for instance, model in targets.items()}
+
+    def record_probe(self, instance: str, model: str | None, outcome: Outcome, health_up: bool) -> None:
+        now = self.clock()
+        with self.lock:
+            series = self.targets[instance]
+            if model is not None and model != series.model:
+                series.model, series.by_model = model, ModelSeries()
+            current = series.by_model
+            current.requests += 1
+            if outcome.ok:
+                assert outcome.latency is not None
+                current.success, current.last_success = 1.0, now
+                index = bisect.bisect_left(BUCKETS, outcome.latency)
+                for i in range(index, len(BUCKETS)):
+                    current.buckets[i] += 1
+                current.duration_sum += outcome.latency
+                current.duration_count += 1
+            else:
+                assert outcome.reason is not None
+                current.success = 0.0
+                current.failures[outcome.reason] += 1
+            series.health_up = 1.0 if health_up else 0.0
+            series.last_probe = now
+
+    def record_skip(self, instance: str) -> None:
+        with self.lock:
+            self.targets[instance].skipped += 1
+
+    def model_of(self, instance: str) -> str:
+        with self.lock:
+            return self.targets[instance].model
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def collect(self) -> Iterable[Metric]:
+        with self.lock:
+            return list(self._families())
+
+    def _families(self) -> Iterable[Metric]:
+        both = ["target", "model_name"]
+        success = GaugeMetricFamily(
+            "vllm_probe_success", "1 if the last probe got a valid answer, else 0.", labels=both
+        )
+        duration = HistogramMetricFamily(
+            "vllm_probe_duration_seconds", "Latency of successful probes.", labels=both
+        )
+        last_success = GaugeMetricFamily(
+            "vllm_probe_last_success_timestamp_seconds",
+            "Unix time of the last successful probe (0 until then).",
+            labels=both,
+        )
+        requests = CounterMetricFamily(
+            "vllm_probe_requests",
+            "Probe requests sent, counted when they finish (with their outcome).",
+            labels=both,
+        )
+        failures = CounterMetricFamily(
+            "vllm_probe_failures", "Failed probes by reason.", labels=[*both, "reason"]
+        )
+        skipped = CounterMetricFamily(
+            "vllm_probe_skipped",
+            "Ticks skipped because the previous probe of the target was still running.",
+            labels=["target"],
+        )
+        health = GaugeMetricFamily(
+            "vllm_probe_health_up", "1 if the last health check answered 200, else 0.", labels=["target"]
+        )
+        last_probe = GaugeMetricFamily(
+            "vllm_probe_last_probe_timestamp_seconds",
+            "Unix time the last probe finished, whatever its outcome (0 until then).",
+            labels=["target"],
+        )
+        for instance, series in self.targets.items():
+            labels = [instance, series.model]
+            current = series.by_model
+            success.add_metric(labels, current.success)
+            last_success.add_metric(labels, current.last_success)
+            requests.add_metric(labels, current.requests)
+            for reason in REASONS:
+                failures.add_metric([*labels, reason], current.failures[reason])
+            duration.add_metric(
+                labels,
+                buckets=[
+                    *(
+                        (floatToGoString(bound), count)
+                        for bound, count in zip(BUCKETS, current.buckets, strict=True)
+                    ),
+                    ("+Inf", current.duration_count),
+                ],
+                sum_value=current.duration_sum,
+            )
+            skipped.add_metric([instance], series.skipped)
+            health.add_metric([instance], series.health_up)
+            last_probe.add_metric([instance], series.last_probe)
+        info = GaugeMetricFamily("vllm_probe_build_info", "vllm-probe version.", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield from (success, duration, last_success, requests, failures, skipped, health, last_probe, info)
+
+
+def build_registry(metrics: ProbeMetrics) -> CollectorRegistry:
+    """A fresh registry holding only the probe's collector (nothing global)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    return registry
