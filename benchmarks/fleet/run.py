@@ -1,0 +1,351 @@
+"""The fleet benchmark: N simulated vLLM engines, a real Prometheus with the bundle's rules.
+
+    # development run: a few minutes, small fleet, 5-minute dashboard range
+    .venv/bin/python -m benchmarks.fleet.run --engines 40 --minutes 7 --range 5m --out benchmarks/fleet/work/dev
+
+    # the full run: the fleet live for more than an hour, then a 1-hour dashboard range
+    .venv/bin/python -m benchmarks.fleet.run --engines 1000 --minutes 65 --range 1h \\
+        --baseline-minutes 20 --variants all --wait-for-load 0.7 --out benchmarks/fleet/work/n1000
+
+Phases, in order:
+1. the bundle: `vllm-obs generate --vllm-version 0.32.0 --config` (job `vllm`, the simulator
+   as target, no log exporters, no Alertmanager) into OUT/bundle;
+2. the simulator (`python -m benchmarks.fleet.simulator`), its targets file and manifest;
+3. `--baseline-minutes`: a Prometheus scraping the fleet with no rule file, for the memory
+   and head-series figures without the rules;
+4. the main run: a fresh Prometheus with the bundle's rule files for `--minutes`, sampled
+   every 15 s (load, RSS, head series, group durations) with every rule evaluation polled;
+   then the dashboards' panel queries timed over `--range` (recorded and raw), the two
+   checked for equal answers, the head series counted by kind, and ALERTS read;
+5. `--variants`: edited copies of the rule files (benchmarks/fleet/variants.py) loaded
+   into the same Prometheus with /-/reload, `--variant-minutes` each, group durations and
+   their recorded series measured.
+
+Everything lands in OUT/results.json; OUT/summary.md has the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from . import measure, report, variants
+from .machine import CpuMeter, loadavg
+from .panels import panel_queries, recording_rules
+from .prometheus import Prometheus, free_port, write_config
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+VLLM_OBS = REPO / ".venv" / "bin" / "vllm-obs"
+SCRAPE_INTERVAL_S = 15
+
+
+def log(message: str) -> None:
+    print(time.strftime("%H:%M:%S ") + message, flush=True)
+
+
+def duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    if not text or text[-1] not in units:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 5m or 1h")
+    return float(text[:-1]) * units[text[-1]]
+
+
+def generate_bundle(out: Path, address: str) -> Path:
+    config = out / "vllm-obs.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "prometheus": {
+                    "vllm_job": "vllm",
+                    "vllm_targets": [address],
+                    "log_exporters": [],
+                    "alertmanagers": [],
+                    "scrape_interval": f"{SCRAPE_INTERVAL_S}s",
+                    "evaluation_interval": f"{SCRAPE_INTERVAL_S}s",
+                }
+            }
+        )
+    )
+    bundle = out / "bundle"
+    subprocess.run(
+        [
+            str(VLLM_OBS),
+            "generate",
+            "--vllm-version",
+            "0.32.0",
+            "--config",
+            str(config),
+            "--out",
+            str(bundle),
+        ],
+        check=True,
+    )
+    return bundle
+
+
+def start_simulator(out: Path, engines: int, unhealthy: int, seed: int, port: int) -> subprocess.Popen:
+    (out / "fleet.json").unlink(missing_ok=True)
+    with (out / "simulator.log").open("wb") as log_file:
+        process = _popen_simulator(out, engines, unhealthy, seed, port, log_file)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"the simulator exited with {process.returncode}: {(out / 'simulator.log').read_text()[-2000:]}"
+            )
+        if (out / "fleet.json").exists() and "serving" in (out / "simulator.log").read_text():
+            return process
+        time.sleep(0.2)
+    raise RuntimeError("the simulator did not start in 60 s")
+
+
+def _popen_simulator(
+    out: Path, engines: int, unhealthy: int, seed: int, port: int, log_file
+) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.fleet.simulator",
+            "--engines",
+            str(engines),
+            "--port",
+            str(port),
+            "--unhealthy",
+            str(unhealthy),
+            "--seed",
+            str(seed),
+            "--targets",
+            str(out / "targets.json"),
+            "--manifest",
+            str(out / "fleet.json"),
+        ],
+        cwd=REPO,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_for_load(limit: float) -> None:
+    while loadavg()[0] >= limit:
+        log(f"load {loadavg()[0]:.2f} >= {limit}: waiting for a quieter machine")
+        time.sleep(60)
+
+
+def wait_for_targets(prom: Prometheus, engines: int, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        up, total = prom.targets_up()
+        if total == engines and up == engines:
+            return
+        time.sleep(2)
+    raise RuntimeError(f"only {prom.targets_up()} of {engines} targets up after {timeout}s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.fleet.run", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--engines", type=int, required=True)
+    parser.add_argument(
+        "--minutes", type=float, required=True, help="how long the main run scrapes and evaluates"
+    )
+    parser.add_argument(
+        "--range", dest="range_", type=duration, default=duration("1h"), help="dashboard range (default 1h)"
+    )
+    parser.add_argument(
+        "--step", type=duration, default=duration("15s"), help="query_range step (default 15s)"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="times each panel query is timed (median)")
+    parser.add_argument(
+        "--warmup-minutes",
+        type=float,
+        default=6,
+        help="evaluations ignored at the start (rate windows filling)",
+    )
+    parser.add_argument(
+        "--baseline-minutes", type=float, default=0, help="scrape without rules this long first (0: skip)"
+    )
+    parser.add_argument(
+        "--variants",
+        default="",
+        help=f"comma-separated rule variants, or 'all': {', '.join(variants.VARIANTS)}",
+    )
+    parser.add_argument("--variant-minutes", type=float, default=8)
+    parser.add_argument("--unhealthy", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--port", type=int, default=0, help="simulator port (default: a free one)")
+    parser.add_argument(
+        "--wait-for-load", type=float, default=0, help="wait until the 1-min load is below this first"
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    chosen = list(variants.VARIANTS) if args.variants == "all" else [v for v in args.variants.split(",") if v]
+    unknown = [v for v in chosen if v not in variants.VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant {unknown[0]!r}; choose from {', '.join(variants.VARIANTS)}")
+    if args.range_ > args.minutes * 60:
+        log(f"note: --range {args.range_:.0f}s is longer than the run; the start of the range has no data")
+
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    port = args.port or free_port()
+    address = f"127.0.0.1:{port}"
+    bundle = generate_bundle(out, address)
+    rule_files = sorted((bundle / "alerts").glob("*.rules.yml"))
+    if args.wait_for_load:
+        wait_for_load(args.wait_for_load)
+    results: dict = {
+        "engines": args.engines,
+        "minutes": args.minutes,
+        "range_s": args.range_,
+        "step_s": args.step,
+        "rate_interval": f"{4 * SCRAPE_INTERVAL_S}s",
+        "load_at_start": loadavg(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "prometheus_version": subprocess.run(
+            ["prometheus", "--version"], capture_output=True, text=True
+        ).stdout.split("\n")[0],
+    }
+    simulator = start_simulator(out, args.engines, args.unhealthy, args.seed, port)
+    manifest = json.loads((out / "fleet.json").read_text())
+    try:
+        if args.baseline_minutes:
+            results["baseline"] = run_baseline(out, bundle, args, simulator)
+        results.update(run_main(out, bundle, rule_files, args, simulator, manifest, chosen))
+    finally:
+        simulator.terminate()
+        simulator.wait(timeout=30)
+    results["load_at_end"] = loadavg()
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=_json_default))
+    (out / "summary.md").write_text(report.summary(results))
+    log(f"wrote {out / 'results.json'} and {out / 'summary.md'}")
+    ok = results["alerts"]["ok"] and all(e["matching"] == e["series"] for e in results["equivalence"])
+    return 0 if ok else 1
+
+
+def _json_default(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(type(value))
+
+
+def run_baseline(out: Path, bundle: Path, args, simulator: subprocess.Popen) -> dict:
+    log(f"baseline: Prometheus without rule files for {args.baseline_minutes} min")
+    workdir = out / "prometheus-baseline"
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = write_config(
+        workdir / "prometheus.yml", bundle / "prometheus" / "prometheus.yml", out / "targets.json", []
+    )
+    timeline: list[measure.Sample] = []
+    with Prometheus(config, workdir) as prom:
+        started = time.time()
+        wait_for_targets(prom, args.engines)
+        meter = CpuMeter((prom.process.pid, simulator.pid))
+        measure.watch(
+            prom, meter, args.baseline_minutes * 60 - (time.time() - started), timeline, None, 0, started, log
+        )
+        head = measure.head_breakdown(prom)
+    return {"timeline": measure.as_dicts(timeline), "head": head}
+
+
+def run_main(
+    out: Path, bundle: Path, rule_files: list[Path], args, simulator, manifest, chosen: list[str]
+) -> dict:
+    workdir = out / "prometheus"
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = write_config(
+        workdir / "prometheus.yml", bundle / "prometheus" / "prometheus.yml", out / "targets.json", rule_files
+    )
+    rules = recording_rules(rule_files)
+    queries = panel_queries(
+        bundle / "dashboards",
+        rules,
+        f"{4 * SCRAPE_INTERVAL_S}s",
+        f"{int(args.range_)}s",
+        f"{int(args.step)}s",
+    )
+    timeline: list[measure.Sample] = []
+    evaluations = measure.Evaluations()
+    result: dict = {}
+    with Prometheus(config, workdir) as prom:
+        started = time.time()
+        log(f"main run: Prometheus with the bundle's rules for {args.minutes} min, {args.engines} engines")
+        wait_for_targets(prom, args.engines)
+        meter = CpuMeter((prom.process.pid, simulator.pid))
+        measure.watch(
+            prom,
+            meter,
+            args.minutes * 60 - (time.time() - started),
+            timeline,
+            evaluations,
+            started + args.warmup_minutes * 60,
+            started,
+            log,
+        )
+        result["rule_evaluation"] = evaluations.summary()
+        result["alerts"] = measure.check_alerts(prom, manifest["expected_alerts"], settled=args.minutes >= 25)
+        log(
+            f"alerts: ok={result['alerts']['ok']} missing={result['alerts']['missing']} unexpected={result['alerts']['unexpected']}"
+        )
+        result["head"] = measure.head_breakdown(prom)
+        log(
+            f"head: {result['head']['recorded_series']:.0f} recorded of {result['head']['live_series']:.0f} live series"
+        )
+        result["equivalence"] = measure.check_equivalence(prom, queries, rules)
+        bad = [e for e in result["equivalence"] if e["matching"] != e["series"]]
+        log(
+            f"equivalence: {len(result['equivalence']) - len(bad)} of {len(result['equivalence'])} panel queries answer alike"
+        )
+        log(
+            f"dashboards: {len(queries)} panel queries over {args.range_:.0f}s, step {args.step:.0f}s, {args.repeats} repeats"
+        )
+        load_before = loadavg()
+        result["panels"] = measure.time_panels(prom, queries, args.range_, args.step, args.repeats, log)
+        result["dashboards"] = measure.dashboard_totals(result["panels"])
+        result["dashboards_load"] = {"before": load_before, "after": loadavg()}
+        result["timeline"] = measure.as_dicts(timeline)
+        result["variants"] = {}
+        for name in chosen:
+            result["variants"][name] = run_variant(
+                out, name, bundle, rule_files, prom, config, meter, args, queries
+            )
+    return result
+
+
+def run_variant(out, name, bundle, rule_files, prom, config, meter, args, queries) -> dict:
+    log(f"variant {name}: {variants.VARIANTS[name]}")
+    files = variants.write(name, rule_files, out / "variants" / name)
+    write_config(config, bundle / "prometheus" / "prometheus.yml", out / "targets.json", files)
+    prom.reload()
+    reloaded = time.time()
+    evaluations = measure.Evaluations()
+    timeline: list[measure.Sample] = []
+    # The first evaluations after a reload are of a cold group; skip a minute.
+    measure.watch(prom, meter, args.variant_minutes * 60, timeline, evaluations, reloaded + 60, reloaded, log)
+    rules = recording_rules(rule_files)
+    recorded = variants.recorded_names(files)
+    counts = {n: int(prom.scalar(f"count({{__name__={json.dumps(n)}}})")) for n in recorded}
+    return {
+        "description": variants.VARIANTS[name],
+        "rule_files": [str(f) for f in files],
+        "rule_evaluation": evaluations.summary(),
+        "recorded_series": sum(counts.values()),
+        "recorded_by_name": counts,
+        "equivalence": measure.check_equivalence(prom, [q for q in queries if q.uses_recording_rules], rules),
+        "timeline": measure.as_dicts(timeline),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

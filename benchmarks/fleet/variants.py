@@ -1,0 +1,196 @@
+"""Edited copies of the generated rule files, to measure proposals before the generator
+changes. Each variant keeps every name that alerts and dashboards read, so the same
+alerts and panels work on top of it.
+
+The edits are mechanical rewrites of the generated YAML: they recognise the shapes the
+generator writes (`histogram_quantile(q, sum by (..., le) (rate(X_bucket{...}[w])))`, the
+SLO ratios) and fail loudly on anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+VARIANTS = {
+    "split": "the recording group split by signal (one group per latency histogram, requests and tokens, "
+    "saturation, HTTP): groups evaluate concurrently and each stays small",
+    "bucket_rate": "split, and each histogram's per-replica bucket rate recorded once "
+    "(job_instance_model:<signal>_bucket:rate5m); its quantiles and the fleet level derived from it",
+    "trimmed": "split, without the recording rules no alert, dashboard or other rule reads",
+    "bucket_rate_trimmed": "bucket_rate and trimmed together",
+    "slo_5m": "the SLO windows (30m to 3d) from recorded 5-minute good and total rates "
+    "(sum_over_time over a few series per model) instead of rate() over days of raw buckets",
+    "proposal": "split + trimmed + the SLO windows from 5-minute rates + per-replica bucket rates for TTFT "
+    "and inter-token latency only (the alerting signals)",
+}
+
+LATENCY = re.compile(
+    r"^histogram_quantile\((?P<q>[\d.]+), sum by \((?P<by>[^)]*)\) \(rate\((?P<metric>[^{]+)\{(?P<sel>[^}]*)\}\[(?P<w>\w+)\]\)\)\)$"
+)
+SLO = re.compile(
+    r"rate\((?P<bucket>[^{]+_bucket)\{(?P<sel>[^}]*), (?P<le>le=\"[^\"]+\")\}\[(?P<w>\w+)\]\).*"
+    r"rate\((?P<count>[^{]+_count)\{(?P<csel>[^}]*)\}\[\w+\]\)",
+    re.S,
+)
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def load(rule_files: list[Path]) -> dict[str, list[dict]]:
+    return {str(p): yaml.safe_load(p.read_text())["groups"] for p in rule_files}
+
+
+def write(name: str, rule_files: list[Path], outdir: Path) -> list[Path]:
+    outdir.mkdir(parents=True, exist_ok=True)
+    files = load(rule_files)
+    recording_file = next(f for f in files if any(g["name"] == "vllm-obs.recording" for g in files[f]))
+    alerts = [r for f in files for g in files[f] for r in g["rules"] if "alert" in r]
+    groups = {g["name"]: g for g in files[recording_file]}
+    recording = groups["vllm-obs.recording"]["rules"]
+    slo = groups.get("vllm-obs.slo", {"rules": []})["rules"]
+    readers = [r["expr"] for r in alerts] + dashboard_exprs(Path(recording_file).parents[1] / "dashboards")
+
+    if name in ("bucket_rate", "bucket_rate_trimmed"):
+        recording = bucket_rates(recording)
+    if name == "proposal":
+        recording = bucket_rates(recording, only=("time_to_first_token", "inter_token_latency"))
+    if name in ("slo_5m", "proposal"):
+        slo = slo_from_5m(slo)
+    if name in ("trimmed", "bucket_rate_trimmed", "proposal"):
+        recording = trimmed(recording, slo, readers)
+    new_groups = (
+        [{"name": "vllm-obs.recording", "rules": recording}] if name == "slo_5m" else split(recording)
+    )
+    if slo:
+        new_groups.append({"name": "vllm-obs.slo", "rules": slo})
+    out = []
+    for path, file_groups in files.items():
+        target = outdir / Path(path).name
+        if path == recording_file:
+            file_groups = new_groups
+        target.write_text(yaml.safe_dump({"groups": file_groups}, sort_keys=False, width=200))
+        out.append(target)
+    return out
+
+
+def dashboard_exprs(dashboards: Path) -> list[str]:
+    import json
+
+    out = []
+    for path in dashboards.glob("*.json"):
+        stack = json.loads(path.read_text()).get("panels", [])
+        while stack:
+            panel = stack.pop()
+            stack.extend(panel.get("panels", []))
+            out.extend(t["expr"] for t in panel.get("targets", []) if t.get("expr"))
+    return out
+
+
+def signal_of(record: str) -> str:
+    metric = record.split(":")[1]
+    for suffix in ("_bucket",):
+        metric = metric.removesuffix(suffix)
+    if metric.startswith("vllm_http"):
+        return "http"
+    if metric in ("vllm_requests_waiting", "vllm_requests_running", "vllm_kv_cache_usage"):
+        return "saturation"
+    if metric.endswith("_seconds"):
+        return metric.removeprefix("vllm_").removesuffix("_seconds")
+    return "requests"
+
+
+def split(rules: list[dict]) -> list[dict]:
+    groups: dict[str, list[dict]] = {}
+    for rule in rules:
+        groups.setdefault(signal_of(rule["record"]), []).append(rule)
+    return [{"name": f"vllm-obs.recording.{signal}", "rules": rs} for signal, rs in groups.items()]
+
+
+def bucket_rates(rules: list[dict], only: tuple[str, ...] | None = None) -> list[dict]:
+    """Record sum by (job, instance, model_name, le) (rate(X_bucket[w])) once per histogram;
+    every quantile of that histogram reads it."""
+    out: list[dict] = []
+    recorded: set[str] = set()
+    for rule in rules:
+        m = LATENCY.match(rule["expr"])
+        level = rule["record"].split(":")[0]
+        signal = rule["record"].split(":")[1]
+        if not m or (only and not any(signal == f"vllm_{o}_seconds" for o in only)):
+            out.append(rule)
+            continue
+        name = f"job_instance_model:{signal}_bucket:rate{m['w']}"
+        if name not in recorded:
+            recorded.add(name)
+            out.append(
+                {
+                    "record": name,
+                    "expr": f"sum by (job, instance, model_name, le) (rate({m['metric']}{{{m['sel']}}}[{m['w']}]))",
+                }
+            )
+        if level == "job_instance_model":
+            expr = f"histogram_quantile({m['q']}, {name})"
+        elif level == "job_model":
+            expr = f"histogram_quantile({m['q']}, sum by ({m['by']}) ({name}))"
+        else:
+            raise ValueError(f"unexpected level in {rule['record']}")
+        out.append({"record": rule["record"], "expr": expr})
+    return out
+
+
+def slo_from_5m(rules: list[dict]) -> list[dict]:
+    """slo_miss_ratio_<w> = 1 - sum_over_time(good 5m rate[w]) / sum_over_time(total 5m rate[w])."""
+    out: list[dict] = []
+    done: set[str] = set()
+    for rule in rules:
+        m = SLO.search(rule["expr"])
+        if not m:
+            raise ValueError(f"unexpected SLO rule shape: {rule['record']}")
+        level, signal, op = rule["record"].split(":")
+        window = op.removeprefix("slo_miss_ratio_")
+        good, total = f"{level}:{signal}:slo_good_rate5m", f"{level}:{signal}:slo_total_rate5m"
+        if signal not in done:
+            done.add(signal)
+            out.append(
+                {
+                    "record": good,
+                    "expr": f"sum by (job, model_name) (rate({m['bucket']}{{{m['sel']}, {m['le']}}}[5m]))",
+                }
+            )
+            out.append(
+                {"record": total, "expr": f"sum by (job, model_name) (rate({m['count']}{{{m['csel']}}}[5m]))"}
+            )
+        if window == "5m":
+            expr = f"1 - (\n  {good}\n/\n  ({total} > 0)\n)"
+        else:
+            expr = f"1 - (\n  sum_over_time({good}[{window}])\n/\n  (sum_over_time({total}[{window}]) > 0)\n)"
+        out.append({"record": rule["record"], "expr": expr})
+    return out
+
+
+def trimmed(recording: list[dict], slo: list[dict], readers: list[str]) -> list[dict]:
+    """Keep a recording rule only if an alert, a dashboard or a kept rule reads it."""
+    names = {r["record"] for r in recording}
+    wanted = {n for expr in readers for n in _NAME.findall(expr) if n in names}
+    wanted |= {n for r in slo for n in _NAME.findall(r["expr"]) if n in names}
+    changed = True
+    while changed:
+        changed = False
+        for rule in recording:
+            if rule["record"] in wanted:
+                for n in _NAME.findall(rule["expr"]):
+                    if n in names and n not in wanted:
+                        wanted.add(n)
+                        changed = True
+    return [r for r in recording if r["record"] in wanted]
+
+
+def recorded_names(files: list[Path]) -> list[str]:
+    return [
+        r["record"]
+        for f in files
+        for g in yaml.safe_load(f.read_text())["groups"]
+        for r in g["rules"]
+        if "record" in r
+    ]

@@ -1,0 +1,303 @@
+"""The fleet benchmark's simulator and query rewriting (benchmarks/fleet/).
+
+The simulator stands in for 1,000 vLLM servers, which cannot be run for real on one
+machine: it must keep the real 0.32 exposition's families, labels and bucket layouts,
+and its unhealthy engines must look unhealthy in the series the alerts read. The raw
+panel queries must answer what the recorded ones answer, or the dashboard comparison
+compares different questions.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchmarks.fleet import variants
+from benchmarks.fleet.exposition import CAPTURE, Template
+from benchmarks.fleet.fleet import CONDITIONS, file_sd_targets, plan
+from benchmarks.fleet.load_model import load_profiles
+from benchmarks.fleet.measure import check_equivalence
+from benchmarks.fleet.panels import inline, panel_queries, recording_rules
+from benchmarks.fleet.prometheus import Prometheus, free_port, write_config
+from benchmarks.fleet.simulator import Fleet
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def families(text: str) -> dict[str, dict]:
+    """{family: {"type": ..., "samples": {(name, labels without model_name): value}}}"""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        samples = {}
+        for s in family.samples:
+            labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "model_name"))
+            samples[(s.name, labels)] = s.value
+        out[family.name] = {"type": family.type, "samples": samples}
+    return out
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    raise KeyError(name)
+
+
+def p95(text: str, family: str) -> float:
+    """histogram_quantile(0.95) of the engine's whole history, as Prometheus interpolates it."""
+    buckets = sorted(
+        (
+            (float(s.labels["le"]), s.value)
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == family + "_bucket"
+        ),
+    )
+    rank = 0.95 * buckets[-1][1]
+    previous_bound, previous_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return previous_bound
+            return previous_bound + (bound - previous_bound) * (rank - previous_count) / (
+                count - previous_count
+            )
+        previous_bound, previous_count = bound, count
+    raise AssertionError("no bucket reaches the rank")
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Fleet:
+    return Fleet(24, seed=3, start=1_800_000_000.0)
+
+
+def scrape(fleet: Fleet, index: int, at: float) -> str:
+    return fleet.engines[index].exposition(at)
+
+
+def test_exposition_keeps_the_captured_families_labels_and_buckets(fleet):
+    captured = families(CAPTURE.read_text())
+    text = scrape(fleet, 0, 1_800_000_060.0)
+    simulated = families(text)
+    assert simulated.keys() == captured.keys()
+    for name, family in captured.items():
+        assert simulated[name]["type"] == family["type"], name
+        assert simulated[name]["samples"].keys() == family["samples"].keys(), name
+    models = {
+        m
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if (m := s.labels.get("model_name"))
+    }
+    assert models == {fleet.members[0].model}
+
+
+def test_counters_and_histograms_only_grow_and_stay_consistent(fleet):
+    first = families(scrape(fleet, 1, 1_800_000_100.0))
+    second_text = scrape(fleet, 1, 1_800_000_400.0)
+    second = families(second_text)
+    for name, family in first.items():
+        if family["type"] in ("counter", "histogram", "summary"):
+            for key, before in family["samples"].items():
+                if not key[0].endswith("_created"):
+                    assert second[name]["samples"][key] >= before, (name, key)
+    assert value(second_text, "vllm:request_success_total", finished_reason="stop") > 0
+    for family in ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds"):
+        buckets = [v for (n, _), v in second[family]["samples"].items() if n == family + "_bucket"]
+        assert buckets == sorted(buckets)
+        assert buckets[-1] == value(second_text, family + "_count")
+
+
+def member(fleet: Fleet, condition: str | None) -> int:
+    return next(m.index for m in fleet.members if m.condition == condition)
+
+
+def test_unhealthy_engines_show_their_condition(fleet):
+    start = 1_800_000_000.0
+    healthy, high_ttft = member(fleet, None), member(fleet, "high_ttft")
+    stalled, saturated, throttled = (
+        member(fleet, "stalled"),
+        member(fleet, "kv_saturated"),
+        member(fleet, "throttled"),
+    )
+    late = start + 1800
+    assert p95(scrape(fleet, healthy, late), "vllm:time_to_first_token_seconds") < 2
+    assert 2 < p95(scrape(fleet, high_ttft, late), "vllm:time_to_first_token_seconds") < 5
+
+    before = scrape(fleet, stalled, start + 60)
+    after = scrape(fleet, stalled, late)
+    assert value(after, "vllm:generation_tokens_total") == value(before, "vllm:generation_tokens_total") == 0
+    assert value(after, "vllm:num_requests_running") > 0
+
+    text = scrape(fleet, saturated, late)
+    assert value(text, "vllm:kv_cache_usage_perc") > 0.9
+    assert (
+        value(text, "vllm:num_preemptions_total")
+        / value(text, "vllm:request_success_total", finished_reason="stop")
+        > 0.05
+    )
+
+    early = value(scrape(fleet, throttled, start + 300), "vllm:num_requests_waiting")
+    later = value(scrape(fleet, throttled, start + 3000), "vllm:num_requests_waiting")
+    assert later > early > 0
+    assert value(scrape(fleet, throttled, start + 3001), "vllm:kv_cache_usage_perc") < 0.5
+
+
+def test_plan_spreads_models_and_unhealthy_engines():
+    profiles = load_profiles()
+    members = plan(1000, profiles)
+    assert len({m.instance for m in members}) == len({m.path for m in members}) == 1000
+    assert sorted(m.condition for m in members if m.condition) == sorted(CONDITIONS)
+    shares = {name: sum(m.model == name for m in members) / 1000 for name in profiles["models"]}
+    # The unhealthy engines rotate through the models, which may move a share by 1/1000 each.
+    assert shares == pytest.approx(
+        {name: model["share"] for name, model in profiles["models"].items()}, abs=0.005
+    )
+    with pytest.raises(ValueError, match="too few"):
+        plan(6, profiles)
+
+
+def test_file_sd_gives_every_engine_its_path_and_instance():
+    members = plan(10, load_profiles())
+    groups = file_sd_targets(members, "127.0.0.1:9")
+    assert {g["labels"]["instance"] for g in groups} == {m.instance for m in members}
+    assert all(g["targets"] == ["127.0.0.1:9"] for g in groups)
+    assert groups[3]["labels"]["__metrics_path__"] == "/engines/3/metrics"
+
+
+def test_template_refuses_an_unparseable_line():
+    with pytest.raises(ValueError, match="cannot parse"):
+        Template("# TYPE x counter\nx 1 2 3\n")
+
+
+# Query rewriting --------------------------------------------------------------------------
+
+
+def generate(tmp_path: Path, port: int, interval: str = "15s") -> Path:
+    config = tmp_path / "vllm-obs.yml"
+    config.write_text(
+        "prometheus:\n  vllm_job: vllm\n"
+        f"  vllm_targets: ['127.0.0.1:{port}']\n  log_exporters: []\n  alertmanagers: []\n"
+        f"  scrape_interval: {interval}\n  scrape_timeout: {interval}\n  evaluation_interval: {interval}\n"
+    )
+    bundle = tmp_path / "bundle"
+    subprocess.run(
+        [
+            str(REPO / ".venv" / "bin" / "vllm-obs"),
+            "generate",
+            "--vllm-version",
+            "0.32.0",
+            "--config",
+            str(config),
+            "--out",
+            str(bundle),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return bundle
+
+
+def test_inlining_replaces_every_recording_rule_and_keeps_the_panel_matchers(tmp_path):
+    import promql_parser
+
+    bundle = generate(tmp_path, 9)
+    rules = recording_rules(sorted((bundle / "alerts").glob("*.rules.yml")))
+    queries = panel_queries(bundle / "dashboards", rules, "1m", "3600s", "15s")
+    assert sum(q.uses_recording_rules for q in queries) >= 30
+    for q in queries:
+        promql_parser.parse(q.raw)
+        assert not any(name in q.raw for name in rules), q.raw
+    ratio = inline('job_instance_model:vllm_request_errors:ratio_5m{instance=~"a.*"}', rules)
+    assert ratio.count('instance=~"a.*"') == 2  # the failed and the finished rates
+    assert 'finished_reason="error"' in ratio
+
+
+@pytest.mark.prometheus
+def test_simulated_fleet_in_a_real_prometheus(tmp_path):
+    """12 engines scraped every second by the real Prometheus with the bundle's rules: every
+    engine is a distinct target, the stalled engine's tokens stop, and each raw panel query
+    answers exactly like its recorded version."""
+    port = free_port()
+    targets, manifest = tmp_path / "targets.json", tmp_path / "fleet.json"
+    simulator = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.fleet.simulator",
+            "--engines",
+            "12",
+            "--port",
+            str(port),
+            "--targets",
+            str(targets),
+            "--manifest",
+            str(manifest),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        assert b"serving 12 engines" in simulator.stdout.readline()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/engines/3/metrics", headers={"Accept-Encoding": "gzip"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as page:
+            assert page.headers["Content-Encoding"] == "gzip"
+            assert b"vllm:kv_cache_usage_perc" in gzip.decompress(page.read())
+        engines = json.loads(manifest.read_text())["engines"]
+
+        bundle = generate(tmp_path, port, interval="1s")
+        rule_files = sorted((bundle / "alerts").glob("*.rules.yml"))
+        config = write_config(
+            tmp_path / "prometheus.yml", bundle / "prometheus" / "prometheus.yml", targets, rule_files
+        )
+        with Prometheus(config, tmp_path / "prom") as prom:
+            deadline = time.monotonic() + 60
+            while prom.targets_up() != (12, 12) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert prom.targets_up() == (12, 12)
+            time.sleep(20)  # samples enough in the rate windows
+            instances = {r["metric"]["instance"] for r in prom.query("vllm:num_requests_running")}
+            assert instances == {e["instance"] for e in engines}
+            stalled = next(e["instance"] for e in engines if e["condition"] == "stalled")
+            assert prom.query(f'increase(vllm:generation_tokens_total{{instance="{stalled}"}}[1m]) == 0')
+            rules = recording_rules(rule_files)
+            queries = panel_queries(bundle / "dashboards", rules, "4s", "60s", "1s")
+            checked = check_equivalence(prom, queries, rules)
+            assert len(checked) >= 30
+            different = [c for c in checked if c["matching"] != c["series"] or c["series"] != c["raw_series"]]
+            assert not different, different
+            assert all(c["series"] > 0 for c in checked)
+    finally:
+        simulator.terminate()
+        simulator.wait(timeout=10)
+        simulator.stdout.close()
+
+
+def test_variants_keep_every_name_alerts_and_dashboards_read(tmp_path):
+    bundle = generate(tmp_path, 9)
+    rule_files = sorted((bundle / "alerts").glob("*.rules.yml"))
+    current = set(recording_rules(rule_files))
+    readers = variants.dashboard_exprs(bundle / "dashboards") + [
+        r["expr"] for f in rule_files for g in variants.load([f])[str(f)] for r in g["rules"] if "alert" in r
+    ]
+    read = {n for expr in readers for n in variants._NAME.findall(expr) if n in current}
+    for name in variants.VARIANTS:
+        files = variants.write(name, rule_files, tmp_path / name)
+        names = set(variants.recorded_names(files))
+        assert read <= names, (name, read - names)
+        result = subprocess.run(
+            ["promtool", "check", "rules", *map(str, files)], capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
