@@ -33,16 +33,17 @@ CHUNK = 16 << 10
 
 
 class BearerAuth(AuthBase):
-    """`Authorization: Bearer KEY` on every request.
+    """`Authorization: Bearer KEY` on every request, or no Authorization without a key.
 
-    Set as the session's auth so that requests never replaces it with a ~/.netrc entry.
+    Always set as the session's auth, so that requests never sends a ~/.netrc entry instead.
     """
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str | None) -> None:
         self.key = key
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        request.headers["Authorization"] = f"Bearer {self.key}"
+        if self.key:
+            request.headers["Authorization"] = f"Bearer {self.key}"
         return request
 
 
@@ -79,8 +80,7 @@ class Canary:
         self.model = settings.model
         self.session = requests.Session()
         self.session.headers["User-Agent"] = f"vllm-probe/{__version__}"
-        if settings.api_key:
-            self.session.auth = BearerAuth(settings.api_key)
+        self.session.auth = BearerAuth(settings.api_key)
 
     def close(self) -> None:
         self.session.close()

@@ -230,7 +230,7 @@ def serve(
 ) -> int:
     host, port = parse_listen(args.listen)
     try:
-        server, _thread = start_http_server(port, host, build_registry(metrics))
+        start_http_server(port, host, build_registry(metrics))
     except OSError as exc:
         why = exc.strerror or str(exc)
         print(f"vllm-probe: error: cannot listen on {args.listen}: {why}", file=sys.stderr)
@@ -251,8 +251,9 @@ def serve(
     runner = Runner(workers, args.interval, args.jitter, stop)
     runner.start()
     stop.wait()
-    # Probes in flight are left to their daemon threads: exit now rather than after a timeout.
-    server.shutdown()
+    # Everything else runs in daemon threads: a probe in flight is abandoned rather than
+    # waited for, and the /metrics server goes with the process (server.shutdown() would
+    # wait up to half a second for its polling loop).
     return 0
 
 

@@ -201,6 +201,7 @@ def test_a_hung_engine_shows_as_timeouts_while_health_says_200(
             assert during[success] == 0
             assert during[series("vllm_probe_health_up", target=target)] == 1
             assert http_get(keyed_vllm.url + "/health")[0] == 200  # vLLM itself says healthy
+            assert http_get(keyed_vllm.url + "/ping")[0] == 200
             assert scrape_took < 1
             # Never more than one probe at a time: one connection at most, one request per tick.
             assert seen_connection and most_connections == 1
@@ -218,8 +219,14 @@ def test_a_hung_engine_shows_as_timeouts_while_health_says_200(
         recovered = probe.wait_for(
             lambda v: v.get(success) == 1 and v[requests] > during[requests], timeout=60, what="recovery"
         )
+        last = probe.metrics()
         assert probe.terminate() == 0
         log = probe.stderr()
     assert recovered[timeouts] >= 3
+    # The timed-out probes were aborted, not answered, once the engine resumed: vLLM's count
+    # exceeds the probe's only by what finished between the last scrape and the exit.
+    wait_until(lambda: vllm_sample(keyed_vllm, "vllm:num_requests_running") == 0, what="vLLM to settle")
+    extra = vllm_finished(keyed_vllm) - finished_before - answered(last, target)
+    assert 0 <= extra <= 2 < last[timeouts], (extra, last[timeouts])
     assert f"target {target}: probes fail: timeout (POST /v1/completions: no answer within 1.5 s)" in log
     assert f"target {target}: probes succeed after" in log
