@@ -10,6 +10,7 @@ from typing import Any
 
 from .config import AlertmanagerSection, BundleConfig, Receiver
 from .errors import BundleError
+from .rules.names import Scope, scope_of
 
 # Alerts that describe a symptom of a down or dead server; the cause silences them.
 SYMPTOMS = (
@@ -91,44 +92,52 @@ def alertmanager_config(cfg: BundleConfig) -> dict[str, Any]:
     smtp = _smtp(am)
     if smtp:
         out["global"] = smtp
+    sc = scope_of(cfg)
+    group_by = list(am.group_by)
+    if sc.cluster and sc.cluster not in group_by:
+        # The same instance name in two clusters is two incidents, never one notification.
+        group_by.insert(0, sc.cluster)
     out["route"] = {
         # Unknown severities fall through to chat rather than vanish.
         "receiver": warning,
-        "group_by": list(am.group_by),
+        "group_by": group_by,
         "group_wait": am.group_wait,
         "group_interval": am.group_interval,
         "repeat_interval": am.repeat_interval,
         "routes": routes,
     }
-    out["inhibit_rules"] = _inhibitions()
+    out["inhibit_rules"] = _inhibitions(sc)
     out["receivers"] = list(receivers.values())
     return out
 
 
-def _inhibitions() -> list[dict[str, Any]]:
+def _inhibitions(sc: Scope) -> list[dict[str, Any]]:
     # CAUTION (Alertmanager): if every label in `equal` is missing from both alerts the
-    # rule matches everything. Each rule below names alertname or instance, which every
-    # source and target alert carries, so that cannot happen.
+    # rule matches everything. Each rule below names alertname or the replica label, which
+    # every source and target alert carries, so that cannot happen. With multi-cluster on,
+    # `equal` also names the cluster: a replica in one cluster never silences its namesake
+    # in another.
+    same_replica = list(sc.replica_labels)
     return [
         {
             # A dead engine or an unreachable server explains its own latency, queue,
             # cache, stall and error alerts: page once, for the cause.
             "source_matchers": ['alertname=~"VllmEngineDead|VllmTargetDown"'],
             "target_matchers": [f'alertname=~"{"|".join(SYMPTOMS)}"'],
-            "equal": ["instance"],
+            "equal": list(same_replica),
         },
         {
             # After a dead engine the server exits; its scrape target going down is the
             # same incident. A server that never started is not "down" either.
             "source_matchers": ['alertname=~"VllmEngineDead|VllmStartupFailed"'],
             "target_matchers": ['alertname=~"VllmTargetDown|VllmMetricsAbsent"'],
-            "equal": ["instance"],
+            "equal": list(same_replica),
         },
         {
             # An out-of-memory that killed the engine pages once, with its cause.
             "source_matchers": ['alertname="VllmOutOfMemory"'],
             "target_matchers": ['alertname="VllmEngineDead"'],
-            "equal": ["instance"],
+            "equal": list(same_replica),
         },
         {
             # The critical tier of an alert silences its own warning tier on the same
@@ -136,7 +145,7 @@ def _inhibitions() -> list[dict[str, Any]]:
             # which then means the same fleet-level scope).
             "source_matchers": ['severity="critical"'],
             "target_matchers": ['severity="warning"'],
-            "equal": ["alertname", "job", "instance", "model_name"],
+            "equal": ["alertname", *sc.instance_model],
         },
     ]
 

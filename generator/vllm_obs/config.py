@@ -68,6 +68,13 @@ class PrometheusSection:
     )
     tls_insecure_skip_verify: bool = knob(False, "skip TLS certificate checks for the vLLM targets")
     external_labels: dict[str, str] = knob({}, "labels Prometheus adds to every alert it sends")
+    multi_cluster: bool = knob(
+        False,
+        "keep the cluster label in every aggregation, alert, inhibition and notification group, and "
+        "add a cluster variable to the dashboards; turn on where the rules see series from several "
+        "clusters (Thanos Ruler, the Mimir ruler, or a Prometheus whose targets carry the label)",
+    )
+    cluster_label: str = knob("cluster", "the label that names the cluster a series comes from")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ def read_url(url: str, *, timeout: float, bearer_token: str | None, verify_tls: 
         with warnings.catch_warnings():
             # The user asked for no verification; urllib3's warning would repeat that to them.
             warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-            with requests.get(url, headers=headers, timeout=timeout, verify=verify_tls, stream=True) as response:
+            with requests.get(
+                url, headers=headers, timeout=timeout, verify=verify_tls, stream=True
+            ) as response:
                 if response.status_code != 200:
                     raise BundleError(_http_status_message(url, response.status_code))
                 declared = response.headers.get("Content-Length")
@@ -149,7 +151,9 @@ def _http_status_message(url: str, status: int) -> str:
 
 
 def _timeout_message(url: str, timeout: float) -> str:
-    return f"{url} did not answer within {timeout:g} s; check the server is not overloaded or raise --timeout."
+    return (
+        f"{url} did not answer within {timeout:g} s; check the server is not overloaded or raise --timeout."
+    )
 
 
 def _reason(exc: BaseException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .config import BundleConfig
+from .rules.names import scope_of
 
 DASHBOARDS = {
     "overview": "Overview",
@@ -28,8 +29,14 @@ def runbook_url(cfg: BundleConfig, alert: str) -> str:
 def dashboard_url(cfg: BundleConfig, key: str) -> str:
     """A link that opens the dashboard on the alert's own job, instance and model."""
     base = f"{cfg.links.grafana_url.rstrip('/')}/d/{dashboard_uid(cfg, key)}"
+    # Each dashboard variable the alert carries: the link opens on its cluster, job, replica
+    # and model. Variable names stay job/instance/model_name whatever the labels are called.
+    sc = scope_of(cfg)
+    pairs = [("job", "job"), (sc.replica, "instance"), ("model_name", "model_name")]
+    if sc.cluster:
+        pairs.insert(0, (sc.cluster, "cluster"))
     params = "".join(
-        f"{{{{ if $labels.{label} }}}}&var-{label}={{{{ $labels.{label} | urlquery }}}}{{{{ end }}}}"
-        for label in ("job", "instance", "model_name")
+        f"{{{{ if $labels.{label} }}}}&var-{var}={{{{ $labels.{label} | urlquery }}}}{{{{ end }}}}"
+        for label, var in pairs
     )
     return f"{base}?orgId=1{params}"

@@ -19,7 +19,7 @@ TOKEN = "s3cret-token"
 class Guarded(BaseHTTPRequestHandler):
     """Serves the real exposition only with the right bearer token, as a proxy might."""
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
             self.send_response(401)
             self.end_headers()

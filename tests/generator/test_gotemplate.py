@@ -7,7 +7,6 @@ Grafana/Prometheus documentation examples); promtool checks the rest end to end.
 from __future__ import annotations
 
 import pytest
-
 from vllm_obs.rules.gotemplate import go_float, humanize, humanize_duration, humanize_percentage, render
 
 

@@ -71,10 +71,10 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 ),
                 unit="none",
                 queries=(
-                    Query(f"sum by (instance) (vllm_log_requests_running{x})", "running {{instance}}"),
-                    Query(f"sum by (instance) (vllm_log_requests_waiting{x})", "waiting {{instance}}"),
+                    Query(f"sum by ({f.per_replica}) (vllm_log_requests_running{x})", "running {{instance}}"),
+                    Query(f"sum by ({f.per_replica}) (vllm_log_requests_waiting{x})", "waiting {{instance}}"),
                     Query(
-                        f"max by (instance) (vllm_log_kv_cache_usage_ratio{x}) * 100",
+                        f"max by ({f.per_replica}) (vllm_log_kv_cache_usage_ratio{x}) * 100",
                         "KV cache % {{instance}}",
                     ),
                 ),
@@ -87,10 +87,12 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 unit="none",
                 queries=(
                     Query(
-                        f"sum by (instance) (rate(vllm_log_lines_total{x}[$__rate_interval]))",
+                        f"sum by ({f.per_replica}) (rate(vllm_log_lines_total{x}[$__rate_interval]))",
                         "lines/s {{instance}}",
                     ),
-                    Query(f"sum by (instance) (vllm_log_unread_bytes{x})", "unread bytes {{instance}}"),
+                    Query(
+                        f"sum by ({f.per_replica}) (vllm_log_unread_bytes{x})", "unread bytes {{instance}}"
+                    ),
                 ),
                 min=0,
             ),

@@ -72,7 +72,7 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 unit="reqps",
                 queries=(
                     Query(
-                        f"sum by (instance, finished_reason) (rate({sig.name}{f.raw(sig)}[{RATE}]))",
+                        f"sum by ({f.per_replica}, finished_reason) (rate({sig.name}{f.raw(sig)}[{RATE}]))",
                         "{{finished_reason}} {{instance}}",
                     ),
                 ),
@@ -89,7 +89,7 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 unit="reqps",
                 queries=(
                     Query(
-                        f"sum by (instance, status) (rate({sig.name}{f.target}[{RATE}]))",
+                        f"sum by ({f.per_replica}, status) (rate({sig.name}{f.target}[{RATE}]))",
                         "{{status}} {{instance}}",
                     ),
                 ),

@@ -39,7 +39,9 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 description="Running requests evicted for lack of KV-cache blocks and recomputed later.",
                 unit="none",
                 queries=(
-                    Query(f"sum by (instance, model_name) (rate({sig.name}{f.raw(sig)}[{RATE}]))", LEGEND),
+                    Query(
+                        f"sum by ({f.per_replica}, model_name) (rate({sig.name}{f.raw(sig)}[{RATE}]))", LEGEND
+                    ),
                 ),
                 min=0,
             )
@@ -93,7 +95,10 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 description="capacity: no room to schedule; deferred: held back on purpose (vLLM 0.20+).",
                 unit="none",
                 queries=(
-                    Query(f"sum by (instance, reason) ({sig.name}{f.raw(sig)})", "{{reason}} {{instance}}"),
+                    Query(
+                        f"sum by ({f.per_replica}, reason) ({sig.name}{f.raw(sig)})",
+                        "{{reason}} {{instance}}",
+                    ),
                 ),
                 stack=True,
                 min=0,
@@ -117,7 +122,7 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 title="Requests swapped to CPU",
                 description="V0 engine: requests whose KV cache was swapped out to host memory.",
                 unit="none",
-                queries=(Query(f"sum by (instance) ({sig.name}{f.raw(sig)})", "{{instance}}"),),
+                queries=(Query(f"sum by ({f.per_replica}) ({sig.name}{f.raw(sig)})", "{{instance}}"),),
                 min=0,
             )
         )

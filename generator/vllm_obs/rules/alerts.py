@@ -12,7 +12,7 @@ from ..config import BundleConfig
 from ..promql import number, seconds, selector
 from ..signals import Resolution
 from .model import Alert, Group
-from .names import FLEET_MODEL, INSTANCE_MODEL, Names, by, slo_miss
+from .names import Names, by, scope_of, slo_miss
 
 EXPORTER_EVENTS = {
     "engine_dead": "VllmEngineDead",
@@ -27,9 +27,6 @@ BURN_TIERS = (
     ("warning", "1h", "1d", "2h", 3.0),
     ("warning", "3h", "3d", "6h", 1.0),
 )
-
-WHERE = "{{ $labels.model_name }} on {{ $labels.instance }}"
-JOINED = f"on ({by(INSTANCE_MODEL)})"
 
 
 def human_seconds(value: float) -> str:
@@ -62,6 +59,7 @@ def _traffic(n: Names, cfg: BundleConfig) -> str:
 
 
 def _latency(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
+    sc = scope_of(cfg)
     a = cfg.alerts
     out = []
     for key, name, what, warn, crit, for_ in (
@@ -88,12 +86,12 @@ def _latency(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
             out.append(
                 Alert(
                     name=name,
-                    expr=f"{n.quantile(key, 'p95')} > {number(threshold)}\nand {JOINED}\n{_traffic(n, cfg)}",
+                    expr=f"{n.quantile(key, 'p95')} > {number(threshold)}\nand {sc.on_instance_model}\n{_traffic(n, cfg)}",
                     for_=for_,
                     severity=severity,
                     summary=f"vLLM p95 {what} is above {human_seconds(threshold)}.",
                     description=(
-                        f"p95 {what} of {WHERE} is {{{{ $value | humanizeDuration }}}} "
+                        f"p95 {what} of {sc.where} is {{{{ $value | humanizeDuration }}}} "
                         f"(threshold {human_seconds(threshold)}, for {for_})."
                     ),
                     dashboard="instance",
@@ -104,6 +102,7 @@ def _latency(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
 
 
 def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
+    sc = scope_of(cfg)
     a = cfg.alerts
     out = []
     if "requests_waiting" in res.signals:
@@ -115,7 +114,7 @@ def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                 severity="warning",
                 summary="vLLM requests are queueing.",
                 description=(
-                    f"{{{{ $value }}}} requests are waiting on {WHERE} "
+                    f"{{{{ $value }}}} requests are waiting on {sc.where} "
                     f"(threshold {number(a.queue_waiting_threshold)}, for {a.queue_for})."
                 ),
                 dashboard="kv_cache",
@@ -127,15 +126,15 @@ def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                 name="VllmSchedulerThrottled",
                 expr=(
                     f"{n.requests_waiting} > 0\n"
-                    f"and {JOINED}\nderiv({n.requests_waiting}[{a.throttled_window}]) > 0\n"
-                    f"and {JOINED}\n{n.kv_cache_usage} < {number(a.throttled_kv_usage_below)}\n"
-                    f"and {JOINED}\n{n.requests_running} > 0"
+                    f"and {sc.on_instance_model}\nderiv({n.requests_waiting}[{a.throttled_window}]) > 0\n"
+                    f"and {sc.on_instance_model}\n{n.kv_cache_usage} < {number(a.throttled_kv_usage_below)}\n"
+                    f"and {sc.on_instance_model}\n{n.requests_running} > 0"
                 ),
                 for_=a.throttled_for,
                 severity="warning",
                 summary="vLLM's queue grows while the KV cache has room: the scheduler limits are the bottleneck.",
                 description=(
-                    f"The queue on {WHERE} has kept growing for {a.throttled_window} ({{{{ $value }}}} waiting) "
+                    f"The queue on {sc.where} has kept growing for {a.throttled_window} ({{{{ $value }}}} waiting) "
                     f"while KV-cache usage stays below {percent(a.throttled_kv_usage_below)}; "
                     "raise --max-num-seqs or --max-num-batched-tokens."
                 ),
@@ -151,7 +150,7 @@ def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                 severity="warning",
                 summary="vLLM's KV cache is nearly full.",
                 description=(
-                    f"KV-cache usage of {WHERE} is {{{{ $value | humanizePercentage }}}} "
+                    f"KV-cache usage of {sc.where} is {{{{ $value | humanizePercentage }}}} "
                     f"(threshold {percent(a.kv_usage_threshold)}, for {a.kv_usage_for}); "
                     "requests will be preempted."
                 ),
@@ -164,13 +163,13 @@ def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                 name="VllmKVCacheFillingUp",
                 expr=(
                     f"{n.kv_cache_usage} > {number(a.kv_predict_floor)}\n"
-                    f"and {JOINED}\npredict_linear({n.kv_cache_usage}[{a.kv_predict_window}], {horizon}) >= 1"
+                    f"and {sc.on_instance_model}\npredict_linear({n.kv_cache_usage}[{a.kv_predict_window}], {horizon}) >= 1"
                 ),
                 for_=a.kv_predict_for,
                 severity="warning",
                 summary="vLLM's KV cache will be full soon.",
                 description=(
-                    f"KV-cache usage of {WHERE} is {{{{ $value | humanizePercentage }}}} and, at the rate of "
+                    f"KV-cache usage of {sc.where} is {{{{ $value | humanizePercentage }}}} and, at the rate of "
                     f"the last {a.kv_predict_window}, will be full within {a.kv_predict_horizon}."
                 ),
                 dashboard="kv_cache",
@@ -182,13 +181,13 @@ def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                 name="VllmPreemptions",
                 expr=(
                     f"{n.preemptions_per_request} > {number(a.preemptions_per_request)}\n"
-                    f"and {JOINED}\n{_traffic(n, cfg)}"
+                    f"and {sc.on_instance_model}\n{_traffic(n, cfg)}"
                 ),
                 for_=a.preemptions_for,
                 severity="warning",
                 summary="vLLM is preempting requests for lack of KV cache.",
                 description=(
-                    f"{WHERE} preempts {{{{ $value | humanize }}}} times per finished request "
+                    f"{sc.where} preempts {{{{ $value | humanize }}}} times per finished request "
                     f"(threshold {number(a.preemptions_per_request)}, for {a.preemptions_for})."
                 ),
                 dashboard="kv_cache",
@@ -198,6 +197,7 @@ def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
 
 
 def _errors(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
+    sc = scope_of(cfg)
     a = cfg.alerts
     out = []
     for severity, threshold in (("warning", a.error_ratio_warning), ("critical", a.error_ratio_critical)):
@@ -205,13 +205,13 @@ def _errors(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
             out.append(
                 Alert(
                     name="VllmRequestErrors",
-                    expr=f"{n.request_errors} > {number(threshold)}\nand {JOINED}\n{_traffic(n, cfg)}",
+                    expr=f"{n.request_errors} > {number(threshold)}\nand {sc.on_instance_model}\n{_traffic(n, cfg)}",
                     for_=a.errors_for,
                     severity=severity,
                     labels={"source": "engine"},
                     summary=f"More than {percent(threshold)} of vLLM requests fail.",
                     description=(
-                        f"{{{{ $value | humanizePercentage }}}} of the requests of {WHERE} "
+                        f"{{{{ $value | humanizePercentage }}}} of the requests of {sc.where} "
                         f'finished with finished_reason="error" (threshold {percent(threshold)}, for {a.errors_for}).'
                     ),
                     dashboard="instance",
@@ -223,14 +223,14 @@ def _errors(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                     name="VllmRequestErrors",
                     expr=(
                         f"{n.http_errors} > {number(threshold)}\n"
-                        f"and on (job, instance)\n{n.http_requests} > {number(a.min_request_rate)}"
+                        f"and on ({by(sc.instance)})\n{n.http_requests} > {number(a.min_request_rate)}"
                     ),
                     for_=a.errors_for,
                     severity=severity,
                     labels={"source": "http"},
                     summary=f"More than {percent(threshold)} of vLLM requests fail.",
                     description=(
-                        "{{ $value | humanizePercentage }} of the HTTP requests to {{ $labels.instance }} "
+                        f"{{{{ $value | humanizePercentage }}}} of the HTTP requests to {sc.replica_ref} "
                         f"answered 5xx (threshold {percent(threshold)}, for {a.errors_for})."
                     ),
                     dashboard="instance",
@@ -240,6 +240,7 @@ def _errors(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
 
 
 def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
+    sc = scope_of(cfg)
     a = cfg.alerts
     up = selector("up", cfg.vllm_selector)
     out = []
@@ -250,13 +251,13 @@ def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                 name="VllmEngineStalled",
                 expr=(
                     f"({n.requests_waiting} + {n.requests_running}) > 0\n"
-                    f"and {JOINED}\nsum by ({by(INSTANCE_MODEL)}) (increase({tokens}[{a.stall_window}])) == 0"
+                    f"and {sc.on_instance_model}\nsum by ({by(sc.instance_model)}) (increase({tokens}[{a.stall_window}])) == 0"
                 ),
                 for_=a.stall_for,
                 severity="critical",
                 summary="vLLM has requests in flight but generates no tokens: the engine is stuck.",
                 description=(
-                    f"{{{{ $value }}}} requests are in flight on {WHERE}, yet no token was generated "
+                    f"{{{{ $value }}}} requests are in flight on {sc.where}, yet no token was generated "
                     f"for {a.stall_window}; /health may still answer 200. Restart the server."
                 ),
                 dashboard="failures",
@@ -270,7 +271,7 @@ def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
             severity="critical",
             summary="Prometheus cannot scrape a vLLM server.",
             description=(
-                "{{ $labels.instance }} (job {{ $labels.job }}) has not answered scrapes "
+                f"{sc.replica_ref} (job {{{{ $labels.job }}}}) has not answered scrapes "
                 f"for {a.target_down_for}: the server is down or unreachable."
             ),
             dashboard="overview",
@@ -296,13 +297,13 @@ def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
         out.append(
             Alert(
                 name="VllmMetricsAbsent",
-                expr=f"{up} == 1\nunless on (job, instance)\ngroup by (job, instance) ({running})",
+                expr=f"{up} == 1\nunless on ({by(sc.instance)})\ngroup by ({by(sc.instance)}) ({running})",
                 for_=a.metrics_absent_for,
                 severity="warning",
                 labels={"scope": "target"},
                 summary="A vLLM target answers scrapes but exposes no vLLM series.",
                 description=(
-                    "{{ $labels.instance }} answers scrapes but its vLLM series have been gone for "
+                    f"{sc.replica_ref} answers scrapes but its vLLM series have been gone for "
                     f"{a.metrics_absent_for}: it is not a vLLM server, or its metrics are broken."
                 ),
                 dashboard="overview",
@@ -312,6 +313,7 @@ def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
 
 
 def _log_events(cfg: BundleConfig) -> list[Alert]:
+    sc = scope_of(cfg)
     if not cfg.prometheus.log_exporters:
         return []
     a = cfg.alerts
@@ -319,16 +321,16 @@ def _log_events(cfg: BundleConfig) -> list[Alert]:
     texts = {
         "engine_dead": (
             "The vLLM engine died.",
-            "The log of {{ $labels.instance }} shows the engine died (EngineDeadError or a dead "
+            f"The log of {sc.replica_ref} shows the engine died (EngineDeadError or a dead "
             "engine process); the first error above it is the cause.",
         ),
         "oom": (
             "vLLM ran out of memory.",
-            "The log of {{ $labels.instance }} shows an out-of-memory error (CUDA or CPU allocator).",
+            f"The log of {sc.replica_ref} shows an out-of-memory error (CUDA or CPU allocator).",
         ),
         "startup_failed": (
             "vLLM failed to start.",
-            "The log of {{ $labels.instance }} shows the server failed to start (engine initialisation, "
+            f"The log of {sc.replica_ref} shows the server failed to start (engine initialisation, "
             "or the KV cache cannot hold --max-model-len).",
         ),
     }
@@ -355,7 +357,7 @@ def _log_events(cfg: BundleConfig) -> list[Alert]:
             severity="warning",
             summary="The vLLM log exporter is down: OOM and dead-engine alerts are blind.",
             description=(
-                "The log exporter watching {{ $labels.instance }} has not answered scrapes for "
+                f"The log exporter watching {sc.replica_ref} has not answered scrapes for "
                 f"{a.log_exporter_down_for}."
             ),
             dashboard="failures",
@@ -365,6 +367,7 @@ def _log_events(cfg: BundleConfig) -> list[Alert]:
 
 
 def _burn(res: Resolution, cfg: BundleConfig) -> list[Alert]:
+    sc = scope_of(cfg)
     out = []
     for key, name, what, objective in (
         (
@@ -390,14 +393,14 @@ def _burn(res: Resolution, cfg: BundleConfig) -> list[Alert]:
                     name=name,
                     expr=(
                         f"{slo_miss(key, long)} > {limit}\n"
-                        f"and on ({by(FLEET_MODEL)})\n{slo_miss(key, short)} > {limit}"
+                        f"and on ({by(sc.fleet_model)})\n{slo_miss(key, short)} > {limit}"
                     ),
                     for_=for_,
                     severity=severity,
                     labels={"long": long, "short": short},
                     summary=f"vLLM is burning its {what} error budget too fast.",
                     description=(
-                        f"Model {{{{ $labels.model_name }}}} (job {{{{ $labels.job }}}}) misses its {what} "
+                        f"Model {{{{ $labels.model_name }}}} (job {{{{ $labels.job }}}}{sc.in_cluster}) misses its {what} "
                         f"SLO on {{{{ $value | humanizePercentage }}}} of requests over {long}, "
                         f"{number(factor)}x the rate its {percent(objective)} objective allows."
                     ),

@@ -9,14 +9,73 @@ vllm:time_per_output_token_seconds, and dashboards never go blank on a rename.
 
 Levels: `job_instance_model` keeps job, instance and model_name (one replica serving one
 model); `job_model` keeps job and model_name (the fleet, per model); `job_instance`
-keeps job and instance (series without a model_name label, such as HTTP counters).
+keeps job and instance (series without a model_name label, such as HTTP counters). With
+multi-cluster on, every level also keeps the cluster label; the names stay the same, so a
+dashboard or alert works unchanged whether one Prometheus or a Thanos/Mimir ruler evaluates it.
 """
 
 from __future__ import annotations
 
-INSTANCE_MODEL = ("job", "instance", "model_name")
-FLEET_MODEL = ("job", "model_name")
-INSTANCE = ("job", "instance")
+from dataclasses import dataclass
+
+from ..config import BundleConfig
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The labels every aggregation keeps: the replica's identity, and the cluster when on.
+
+    `replica` is the label that tells one server from another (`instance` for a scraped
+    vLLM); `cluster` is the label naming the cluster a series comes from, or None when the
+    bundle serves one cluster.
+    """
+
+    replica: str = "instance"
+    cluster: str | None = None
+
+    def _keep(self, *labels: str) -> tuple[str, ...]:
+        return ((self.cluster,) if self.cluster else ()) + labels
+
+    @property
+    def instance_model(self) -> tuple[str, ...]:
+        return self._keep("job", self.replica, "model_name")
+
+    @property
+    def fleet_model(self) -> tuple[str, ...]:
+        return self._keep("job", "model_name")
+
+    @property
+    def instance(self) -> tuple[str, ...]:
+        return self._keep("job", self.replica)
+
+    @property
+    def replica_labels(self) -> tuple[str, ...]:
+        """What makes two alerts about the same server (inhibition's `equal`)."""
+        return self._keep(self.replica)
+
+    @property
+    def on_instance_model(self) -> str:
+        return f"on ({by(self.instance_model)})"
+
+    @property
+    def where(self) -> str:
+        """'model on replica (in cluster)' for alert descriptions."""
+        text = f"{{{{ $labels.model_name }}}} on {{{{ $labels.{self.replica} }}}}"
+        return text + self.in_cluster
+
+    @property
+    def replica_ref(self) -> str:
+        return f"{{{{ $labels.{self.replica} }}}}" + self.in_cluster
+
+    @property
+    def in_cluster(self) -> str:
+        return f" in cluster {{{{ $labels.{self.cluster} }}}}" if self.cluster else ""
+
+
+def scope_of(cfg: BundleConfig) -> Scope:
+    p = cfg.prometheus
+    return Scope(cluster=p.cluster_label if p.multi_cluster else None)
+
 
 LATENCY_METRICS = {
     "time_to_first_token": "vllm_time_to_first_token_seconds",

@@ -19,6 +19,7 @@ from .alerts import BURN_TIERS, EXPORTER_EVENTS
 from .files import alert_annotations, alert_labels
 from .gotemplate import render
 from .model import Alert, Group
+from .names import scope_of
 
 MODEL = "llama-3-8b"
 REPLICA = "vllm-0:8000"
@@ -70,18 +71,36 @@ class Inputs:
         self.res = res
         self.cfg = cfg
         self.base = {"job": cfg.prometheus.vllm_job, **equality_labels(cfg.prometheus.extra_selector)}
+        self.scope = scope_of(cfg)
+
+    def at(self, who: str = REPLICA) -> dict[str, str]:
+        """Identity labels of a server (REPLICA or NEIGHBOUR).
+
+        With multi-cluster on, the neighbour is the replica's namesake in another cluster, so
+        every case that checks one replica against its neighbour also proves that an
+        aggregation or a join never merges two clusters' servers of the same name.
+        """
+        sc = self.scope
+        if sc.cluster:
+            return {sc.cluster: "east" if who == REPLICA else "west", sc.replica: REPLICA}
+        return {sc.replica: who}
 
     def labels(
         self, instance: str = REPLICA, signal: Signal | None = None, engine: str = "0", **extra: str
     ) -> dict:
-        out = {**self.base, "instance": instance, "model_name": MODEL, **extra}
+        out = {**self.base, **self.at(instance), "model_name": MODEL, **extra}
         if signal is not None and signal.has_label("engine"):
             out["engine"] = engine
         return out
 
+    def fleet_result(self) -> dict[str, str]:
+        """Labels of an alert aggregated by job and model_name (and the replica's cluster)."""
+        cluster = {self.scope.cluster: self.at(REPLICA)[self.scope.cluster]} if self.scope.cluster else {}
+        return {**cluster, "job": self.cfg.prometheus.vllm_job, "model_name": MODEL}
+
     def result(self, instance: str = REPLICA) -> dict[str, str]:
         """Labels of an alert aggregated by job, instance and model_name."""
-        return {"job": self.cfg.prometheus.vllm_job, "instance": instance, "model_name": MODEL}
+        return {"job": self.cfg.prometheus.vllm_job, **self.at(instance), "model_name": MODEL}
 
     # -- series shapes ---------------------------------------------------------
 
@@ -351,12 +370,12 @@ def _errors(rules: list[Alert], io: Inputs) -> list[Case]:
                 labels = io.result()
             else:
                 http = io.res["http_requests"]
-                base = {**io.base, "instance": REPLICA, "handler": "/v1/completions", "method": "POST"}
+                base = {**io.base, **io.at(REPLICA), "handler": "/v1/completions", "method": "POST"}
                 case.add(
                     series_text(http.name, {**base, "status": "2xx"}), f"0+{number(1000 - failed)}x{span}"
                 )
                 case.add(series_text(http.name, {**base, "status": "5xx"}), f"0+{number(failed)}x{span}")
-                labels = {"job": io.cfg.prometheus.vllm_job, "instance": REPLICA}
+                labels = {"job": io.cfg.prometheus.vllm_job, **io.at(REPLICA)}
             value = failed / 1000
             if firing:
                 case.checks = boundary(name, 1, a.errors_for, [Expect(r, labels, value) for r in firing])
@@ -398,12 +417,12 @@ def _target_down(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
     span = minutes(rule.for_) + 5
     down = Case(f"VllmTargetDown fires after {rule.for_} of failed scrapes, for that instance only")
-    down.add(series_text("up", {**io.base, "instance": REPLICA}), f"0+0x{span}")
-    down.add(series_text("up", {**io.base, "instance": NEIGHBOUR}), f"1+0x{span}")
-    labels = {**io.base, "instance": REPLICA}
+    down.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"0+0x{span}")
+    down.add(series_text("up", {**io.base, **io.at(NEIGHBOUR)}), f"1+0x{span}")
+    labels = {**io.base, **io.at(REPLICA)}
     down.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 0)])
     up = Case("VllmTargetDown stays silent while scrapes succeed")
-    up.add(series_text("up", {**io.base, "instance": REPLICA}), f"1+0x{span}")
+    up.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"1+0x{span}")
     up.checks = [Check(span - 1, rule.name, [])]
     return [down, up]
 
@@ -418,7 +437,7 @@ def _absent(rules: list[Alert], io: Inputs) -> list[Case]:
             gone.add(series_text("up", {"job": "some-other-job", "instance": "x:1"}), f"1+0x{span}")
             gone.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, dict(io.base), 1)])
             there = Case("VllmMetricsAbsent (job) stays silent while the job's targets are scraped")
-            there.add(series_text("up", {**io.base, "instance": REPLICA}), f"1+0x{span}")
+            there.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"1+0x{span}")
             if running is not None:
                 io.gauge(there, running, 1, span)
             there.checks = [Check(span - 1, rule.name, [])]
@@ -427,10 +446,10 @@ def _absent(rules: list[Alert], io: Inputs) -> list[Case]:
             empty = Case(
                 f"VllmMetricsAbsent (target) fires when a scraped target has no vLLM series for {rule.for_}"
             )
-            empty.add(series_text("up", {**io.base, "instance": REPLICA}), f"1+0x{span}")
-            empty.add(series_text("up", {**io.base, "instance": NEIGHBOUR}), f"1+0x{span}")
+            empty.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"1+0x{span}")
+            empty.add(series_text("up", {**io.base, **io.at(NEIGHBOUR)}), f"1+0x{span}")
             io.gauge(empty, running, 1, span, instance=NEIGHBOUR)
-            labels = {**io.base, "instance": REPLICA}
+            labels = {**io.base, **io.at(REPLICA)}
             empty.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 1)])
             cases.append(empty)
     # Both rules share the alert name: a case must expect every firing one.
@@ -446,7 +465,7 @@ def _log_event(event: str) -> Builder:
     def build(rules: list[Alert], io: Inputs) -> list[Case]:
         (rule,) = rules
         job = io.cfg.prometheus.log_exporter_job
-        labels = {"job": job, "instance": REPLICA, "exporter_address": EXPORTER}
+        labels = {"job": job, **io.at(REPLICA), "exporter_address": EXPORTER}
         fire = Case(f"{rule.name} fires on the first evaluation after an {event} event, without waiting")
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):
             values = "0 0 0 1 1 1 1 1" if other == event else "0+0x7"
@@ -467,7 +486,7 @@ def _log_event(event: str) -> Builder:
 
 def _exporter_down(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
-    labels = {"job": io.cfg.prometheus.log_exporter_job, "instance": REPLICA, "exporter_address": EXPORTER}
+    labels = {"job": io.cfg.prometheus.log_exporter_job, **io.at(REPLICA), "exporter_address": EXPORTER}
     span = minutes(rule.for_) + 5
     down = Case(f"VllmLogExporterDown fires after {rule.for_} of failed scrapes")
     down.add(series_text("up", labels), f"0+0x{span}")
@@ -507,7 +526,7 @@ def _burn(key: str, objective: float) -> Builder:
             )
             case.add(series_text(sig.count, labels), f"0+{per_min}x{{span}}")
             value = 1 - (per_min - bad) / per_min
-            result = {"job": io.cfg.prometheus.vllm_job, "model_name": MODEL}
+            result = io.fleet_result()
             checks = []
             firing_tiers = [t for t, f in factors.items() if value > f * budget]
             for tier in firing_tiers:
@@ -532,7 +551,7 @@ def _burn(key: str, objective: float) -> Builder:
 def _watchdog(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
     case = Case("Watchdog always fires")
-    case.add(series_text("up", {**io.base, "instance": REPLICA}), "1+0x3")
+    case.add(series_text("up", {**io.base, **io.at(REPLICA)}), "1+0x3")
     case.checks = [Check(0, rule.name, [Expect(rule, {}, 1)]), Check(2, rule.name, [Expect(rule, {}, 1)])]
     return [case]
 

@@ -7,7 +7,7 @@ from ..errors import BundleError
 from ..promql import le_matcher, selector
 from ..signals import Resolution
 from .model import Group, Recording
-from .names import FLEET_MODEL, INSTANCE, INSTANCE_MODEL, LATENCY_METRICS, QUANTILES, Names, by, slo_miss
+from .names import LATENCY_METRICS, QUANTILES, Names, by, scope_of, slo_miss
 
 # The SLO windows of the multi-window, multi-burn-rate alerts (kubernetes-mixin's).
 SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
@@ -25,6 +25,7 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
     w = cfg.alerts.rate_window
     s = cfg.vllm_selector
     n = Names(w)
+    sc = scope_of(cfg)
     out: list[Recording] = []
 
     def rate_of(name: str, *extra: str) -> str:
@@ -34,10 +35,7 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
         if key not in res.signals:
             continue
         sig = res[key]
-        for level in (INSTANCE_MODEL, FLEET_MODEL):
-            level_name = "_".join(
-                ("job", "instance", "model") if level == INSTANCE_MODEL else ("job", "model")
-            )
+        for level, level_name in ((sc.instance_model, "job_instance_model"), (sc.fleet_model, "job_model")):
             buckets = f"sum by ({by(level)}, le) ({rate_of(sig.bucket)})"
             for q, value in QUANTILES.items():
                 out.append(
@@ -46,25 +44,25 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
         out.append(
             Recording(
                 n.mean(key),
-                f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(sig.sum)})\n"
-                f"/\nsum by ({by(INSTANCE_MODEL)}) ({rate_of(sig.count)})",
+                f"sum by ({by(sc.instance_model)}) ({rate_of(sig.sum)})\n"
+                f"/\nsum by ({by(sc.instance_model)}) ({rate_of(sig.count)})",
             )
         )
 
     # Requests finished: the success counter (all finished_reason values) where the
     # release has it, else the count of the end-to-end or TTFT histogram.
     if "request_success" in res.signals:
-        finished = f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(res['request_success'].name)})"
+        finished = f"sum by ({by(sc.instance_model)}) ({rate_of(res['request_success'].name)})"
     elif "e2e_request_latency" in res.signals:
-        finished = f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(res['e2e_request_latency'].count)})"
+        finished = f"sum by ({by(sc.instance_model)}) ({rate_of(res['e2e_request_latency'].count)})"
     else:
-        finished = f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(res['time_to_first_token'].count)})"
+        finished = f"sum by ({by(sc.instance_model)}) ({rate_of(res['time_to_first_token'].count)})"
     out.append(Recording(n.requests_finished, finished))
-    out.append(Recording(n.fleet_requests_finished, f"sum by ({by(FLEET_MODEL)}) ({n.requests_finished})"))
+    out.append(Recording(n.fleet_requests_finished, f"sum by ({by(sc.fleet_model)}) ({n.requests_finished})"))
 
     if res.reports_engine_errors:
         failed = rate_of(res["request_success"].name, 'finished_reason="error"')
-        out.append(Recording(n.requests_failed, f"sum by ({by(INSTANCE_MODEL)}) ({failed})"))
+        out.append(Recording(n.requests_failed, f"sum by ({by(sc.instance_model)}) ({failed})"))
         # 0/0 stays empty (no traffic, no verdict); a replica with traffic and no
         # errors reads 0, never "no data".
         out.append(Recording(n.request_errors, f"{n.requests_failed}\n/\n({n.requests_finished} > 0)"))
@@ -74,12 +72,12 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
         ("generation_tokens", n.generation_tokens, n.fleet_generation_tokens),
     ):
         if key in res.signals:
-            out.append(Recording(record, f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(res[key].name)})"))
-            out.append(Recording(fleet, f"sum by ({by(FLEET_MODEL)}) ({record})"))
+            out.append(Recording(record, f"sum by ({by(sc.instance_model)}) ({rate_of(res[key].name)})"))
+            out.append(Recording(fleet, f"sum by ({by(sc.fleet_model)}) ({record})"))
 
     if "preemptions" in res.signals:
         out.append(
-            Recording(n.preemptions, f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(res['preemptions'].name)})")
+            Recording(n.preemptions, f"sum by ({by(sc.instance_model)}) ({rate_of(res['preemptions'].name)})")
         )
         out.append(Recording(n.preemptions_per_request, f"{n.preemptions}\n/\n({n.requests_finished} > 0)"))
 
@@ -87,36 +85,37 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
         out.append(
             Recording(
                 n.prefix_cache_hits,
-                f"sum by ({by(INSTANCE_MODEL)}) ({rate_of(res['prefix_cache_hits'].name)})\n"
-                f"/\n(sum by ({by(INSTANCE_MODEL)}) ({rate_of(res['prefix_cache_queries'].name)}) > 0)",
+                f"sum by ({by(sc.instance_model)}) ({rate_of(res['prefix_cache_hits'].name)})\n"
+                f"/\n(sum by ({by(sc.instance_model)}) ({rate_of(res['prefix_cache_queries'].name)}) > 0)",
             )
         )
 
     # Queue and batch sizes add up across engines (data-parallel ranks) of a replica.
     for key, record in (("requests_waiting", n.requests_waiting), ("requests_running", n.requests_running)):
         if key in res.signals:
-            out.append(Recording(record, f"sum by ({by(INSTANCE_MODEL)}) ({selector(res[key].name, s)})"))
+            out.append(Recording(record, f"sum by ({by(sc.instance_model)}) ({selector(res[key].name, s)})"))
 
     # KV-cache usage is a fraction per engine: the fullest engine is what preempts, so
     # take the max; summing fractions across engines is meaningless.
     if "kv_cache_usage" in res.signals:
         out.append(
             Recording(
-                n.kv_cache_usage, f"max by ({by(INSTANCE_MODEL)}) ({selector(res['kv_cache_usage'].name, s)})"
+                n.kv_cache_usage,
+                f"max by ({by(sc.instance_model)}) ({selector(res['kv_cache_usage'].name, s)})",
             )
         )
-        out.append(Recording(n.fleet_kv_cache_usage, f"avg by ({by(FLEET_MODEL)}) ({n.kv_cache_usage})"))
+        out.append(Recording(n.fleet_kv_cache_usage, f"avg by ({by(sc.fleet_model)}) ({n.kv_cache_usage})"))
 
     if "http_requests" in res.signals:
         http = res["http_requests"].name
-        out.append(Recording(n.http_requests, f"sum by ({by(INSTANCE)}) ({rate_of(http)})"))
+        out.append(Recording(n.http_requests, f"sum by ({by(sc.instance)}) ({rate_of(http)})"))
         # A server that has answered no 5xx has no 5xx series at all; `or 0 * ...`
         # turns that into a ratio of 0 instead of no data.
         errors = rate_of(http, 'status="5xx"')
         out.append(
             Recording(
                 n.http_errors,
-                f"sum by ({by(INSTANCE)}) ({errors})\n/\n({n.http_requests} > 0)"
+                f"sum by ({by(sc.instance)}) ({errors})\n/\n({n.http_requests} > 0)"
                 f"\nor\n0 * ({n.http_requests} > 0)",
             )
         )
@@ -127,6 +126,7 @@ def _slo_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
     """Share of requests (TTFT) or tokens (TPOT) slower than the SLO threshold, per window."""
     out = []
     s = cfg.vllm_selector
+    sc = scope_of(cfg)
     for key, threshold in (
         ("time_to_first_token", cfg.slo.ttft_threshold_seconds),
         ("inter_token_latency", cfg.slo.itl_threshold_seconds),
@@ -136,8 +136,8 @@ def _slo_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
         sig = res[key]
         check_slo_threshold(key, sig.buckets, threshold, res.source.origin)
         for window in SLO_WINDOWS:
-            good = f"sum by ({by(FLEET_MODEL)}) (rate({selector(sig.bucket, s, le_matcher(threshold))}[{window}]))"
-            total = f"sum by ({by(FLEET_MODEL)}) (rate({selector(sig.count, s)}[{window}]))"
+            good = f"sum by ({by(sc.fleet_model)}) (rate({selector(sig.bucket, s, le_matcher(threshold))}[{window}]))"
+            total = f"sum by ({by(sc.fleet_model)}) (rate({selector(sig.count, s)}[{window}]))"
             out.append(Recording(slo_miss(key, window), f"1 - (\n  {good}\n/\n  ({total} > 0)\n)"))
     return out
 
