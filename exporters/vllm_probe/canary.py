@@ -82,9 +82,6 @@ class Canary:
         self.session.headers["User-Agent"] = f"vllm-probe/{__version__}"
         self.session.auth = BearerAuth(settings.api_key)
 
-    def close(self) -> None:
-        self.session.close()
-
     # -- one cycle -----------------------------------------------------------------------
 
     def run(self) -> Cycle:

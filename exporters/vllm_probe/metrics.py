@@ -89,10 +89,6 @@ class ProbeMetrics:
         with self.lock:
             self.targets[instance].skipped += 1
 
-    def model_of(self, instance: str) -> str:
-        with self.lock:
-            return self.targets[instance].model
-
     # -- rendering ---------------------------------------------------------------------------
 
     def collect(self) -> Iterable[Metric]:

@@ -36,6 +36,8 @@ class TargetWorker:
         self._last_reason: str | None = None
         self._last_health: bool | None = None
         self._failures_in_row = 0
+        self._logged_model: str | None = None
+        self._bug_reported = False
         self.thread = threading.Thread(target=self._loop, name=f"probe {self.instance}", daemon=True)
 
     def tick(self) -> bool:
@@ -68,8 +70,10 @@ class TargetWorker:
     def _cycle(self) -> Cycle:
         try:
             cycle = self.canary.run()
-        except Exception as exc:  # a bug must not end the target's probing; report and go on
-            log.exception("target %s: probe raised an unexpected error", self.instance)
+        except Exception as exc:  # a bug must not end the target's probing; report once, go on
+            if not self._bug_reported:
+                log.exception("target %s: probe raised an unexpected error", self.instance)
+                self._bug_reported = True
             cycle = Cycle(Outcome.failure(ERROR, type(exc).__name__), None, False)
         self.metrics.record_probe(self.instance, cycle.model, cycle.outcome, cycle.health_up)
         self._log_changes(cycle)
@@ -77,8 +81,9 @@ class TargetWorker:
 
     def _log_changes(self, cycle: Cycle) -> None:
         outcome, name = cycle.outcome, self.instance
-        if cycle.discovered:
+        if cycle.discovered and cycle.model != self._logged_model:
             log.info("target %s: serves model %s (from /v1/models)", name, cycle.model)
+            self._logged_model = cycle.model
         if outcome.ok:
             if self._last_ok is not True:
                 after = f" after {self._failures_in_row} failed probes" if self._failures_in_row else ""

@@ -26,7 +26,8 @@ from .helpers import (
     series,
 )
 
-FAST = ("--interval", "0.5", "--timeout", "0.3")
+# Short cycles, with a timeout a loopback answer meets even on a loaded machine.
+FAST = ("--interval", "0.5", "--timeout", "0.45")
 
 
 def failures(values: dict[str, float], target: str, model: str) -> dict[str, float]:
@@ -107,7 +108,7 @@ def test_refused_port_is_refused_and_not_retried_in_a_loop() -> None:
 
 
 def test_a_trickled_answer_makes_the_next_ticks_skip_and_never_stack() -> None:
-    # The header bytes arrive one by one over 2.5 s: no single read waits 0.3 s, so only the
+    # The header bytes arrive one by one over 2.5 s: no single read waits 0.45 s, so only the
     # whole-probe budget ends it; ticks meanwhile are skipped, not queued.
     script = [Reply(trickle_headers=2.5, body=completion_reply().body), completion_reply()]
     with StandIn(script=script) as standin:
@@ -260,7 +261,7 @@ def test_label_values_stay_a_fixed_set_whatever_happens() -> None:
         Reply(reset=True),
         Reply(404, b"{}"),
         Reply(401, b"{}"),
-        Reply(delay=0.5),
+        Reply(delay=1.0),
         Reply(404, b"{}"),
         Reply(200, b'{"choices": "x"}'),
         Reply(404, b"{}"),
@@ -304,3 +305,17 @@ def test_label_values_stay_a_fixed_set_whatever_happens() -> None:
     # 27 series per target (success, 13 buckets + sum + count, last success, requests,
     # 6 failure reasons, skipped, health, last probe) and the build info.
     assert len(label_sets(text)) == 2 * 27 + 1
+
+
+def test_a_model_that_keeps_answering_404_is_logged_once() -> None:
+    with StandIn(script=[Reply(404, b"{}")], models=[models_reply("alpha")]) as standin:
+        with running_probe("--target", "s=" + standin.url, *FAST) as probe:
+            requests = series("vllm_probe_requests_total", target="s", model_name="alpha")
+            probe.wait_for(lambda v: v.get(requests, 0) >= 4, what="four probes")
+            assert probe.terminate() == 0
+            log = probe.stderr()
+    # Asked again after every 404 (one GET per cycle, no more), but logged once.
+    asked, sent = len([s for s in standin.seen if s.path == "/v1/models"]), len(standin.canary_requests())
+    assert sent >= 4 and sent <= asked <= sent + 1  # the last cycle may have been cut short
+    assert log.count("serves model alpha") == 1
+    assert log.count("probes fail: http_4xx") == 1
