@@ -120,9 +120,9 @@ def _inhibitions(sc: Scope) -> list[dict[str, Any]]:
     same_replica = list(sc.replica_labels)
     return [
         {
-            # A dead engine or an unreachable server explains its own latency, queue,
-            # cache, stall and error alerts: page once, for the cause.
-            "source_matchers": ['alertname=~"VllmEngineDead|VllmTargetDown"'],
+            # A dead or hung engine, or an unreachable server, explains its own latency,
+            # queue, cache, stall and error alerts: page once, for the cause.
+            "source_matchers": ['alertname=~"VllmEngineDead|VllmEngineHung|VllmTargetDown"'],
             "target_matchers": [f'alertname=~"{"|".join(SYMPTOMS)}"'],
             "equal": list(same_replica),
         },

@@ -57,6 +57,12 @@ class PrometheusSection:
         [{"target": "vllm-log-exporter:9400", "vllm_instance": "vllm:8000"}],
         "log exporters to scrape, each with the vLLM instance it watches",
     )
+    probe_job: str = knob("vllm-probe", "job label of the canary probes (vllm-probe)")
+    probes: list[str] = knob(
+        ["vllm-probe:9401"],
+        "host:port of every vllm-probe to scrape ([] if you run none); each sends the vLLM servers it "
+        "watches a one-token request, which is how a hung engine with /health at 200 shows",
+    )
     alertmanagers: list[str] = knob(["alertmanager:9093"], "host:port of the Alertmanagers")
     scrape_interval: str = knob("15s", "how often Prometheus scrapes vLLM and the exporters")
     scrape_timeout: str = knob("10s", "scrape timeout; must not exceed scrape_interval")
@@ -123,6 +129,15 @@ class AlertsSection:
     stall_for: str = knob("2m", "VllmEngineStalled: how long the stall must hold after the window")
     target_down_for: str = knob("2m", "how long a vLLM target must be down before paging")
     metrics_absent_for: str = knob("10m", "how long vLLM series may be missing before alerting")
+    hung_for: str = knob(
+        "2m",
+        "VllmEngineHung: how long the canary probe must keep failing (timeouts or 5xx) while /health "
+        "answers 200",
+    )
+    hung_window: str = knob(
+        "5m", "VllmEngineHung: the failures must include a timeout or 5xx within this window"
+    )
+    probe_down_for: str = knob("5m", "how long a canary probe may be down or refused before warning")
     log_event_window: str = knob(
         "10m", "log-exporter events (OOM, dead engine, failed start) stay firing this long"
     )
@@ -248,6 +263,10 @@ class BundleConfig:
     @property
     def exporter_selector(self) -> str:
         return f'job="{self.prometheus.log_exporter_job}"'
+
+    @property
+    def probe_selector(self) -> str:
+        return f'job="{self.prometheus.probe_job}"'
 
 
 # -- loading ------------------------------------------------------------------------

@@ -36,6 +36,20 @@ def prometheus_config(cfg: BundleConfig, rule_files: list[str]) -> dict[str, Any
                 ],
             }
         )
+    if p.probes:
+        scrape.append(
+            {
+                "job_name": p.probe_job,
+                "static_configs": [{"targets": list(p.probes)}],
+                "relabel_configs": [{"source_labels": ["__address__"], "target_label": "probe_address"}],
+                # The probe labels each series with the vLLM server it probed (`target`); that
+                # becomes `instance`, so probe alerts line up with, and inhibit, that server's.
+                "metric_relabel_configs": [
+                    {"source_labels": ["target"], "regex": "(.+)", "target_label": "instance"},
+                    {"regex": "target", "action": "labeldrop"},
+                ],
+            }
+        )
     global_: dict[str, Any] = {
         "scrape_interval": p.scrape_interval,
         "scrape_timeout": p.scrape_timeout,

@@ -222,3 +222,24 @@ def test_the_queue_alert_waits_two_minutes_at_most_and_its_tests_follow(setting,
         (f"{minute}m", True),
     ]
     check_and_test(bundle)
+
+
+def test_the_canary_probe_s_requests_are_not_served_traffic(tmp_path):
+    """Counting the probe's answered requests as traffic fails the generated tests."""
+    bundle = generate(tmp_path / "bundle")
+    path = bundle / "alerts" / "vllm-recording.rules.yml"
+    text = path.read_text()
+    subtraction = (
+        "- on (instance, model_name) group_left ()\n        instance_model:vllm_probe_requests_answered:rate5m"
+    )
+    assert subtraction in text
+    path.write_text(
+        text.replace(
+            subtraction,
+            "- on (instance, model_name) group_left ()\n        (instance_model:vllm_probe_requests_answered:rate5m * 0)",
+        )
+    )
+    tests = sorted(str(p.relative_to(bundle)) for p in (bundle / "tests" / "rules").glob("*.test.yml"))
+    result = promtool("test", "rules", *tests, cwd=bundle)
+    assert result.returncode != 0
+    assert "stays silent when the only traffic is the canary probe" in result.stdout + result.stderr

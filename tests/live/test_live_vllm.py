@@ -73,6 +73,7 @@ def stack_config(vllm: VllmServer, exporter: str) -> dict:
             "vllm_targets": [target],
             "log_exporters": [{"target": exporter, "vllm_instance": target}],
             "alertmanagers": [],
+            "probes": [],
             "scrape_interval": "2s",
             "scrape_timeout": "2s",
             "evaluation_interval": "2s",

@@ -98,6 +98,8 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
             ),
         )
         rows += [Row("Incidents", counts), Row("Events", events)]
+    if cfg.prometheus.probes:
+        rows.append(Row("Canary probe", _probe_panels(f)))
     rows.append(
         Row(
             "Alerts and targets",
@@ -133,4 +135,57 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
         description="Out-of-memory errors, dead engines and failed starts from the logs, and the alerts firing.",
         rows=tuple(rows),
         variables=f.variables(engine=False),
+    )
+
+
+def _probe_panels(f: Filters) -> tuple[Panel, ...]:
+    """What the one-token canary request sees: the only view of an engine that hangs with /health at 200."""
+    p = f.probe
+    per = f"{f.per_replica}, model_name"
+    return (
+        Panel(
+            title="Canary probe success",
+            description=(
+                "1 while the probe's one-token request gets an answer. 0 with /health still at 1 is a hung "
+                "engine (VllmEngineHung): requests hang while /health says 200."
+            ),
+            unit="none",
+            queries=(
+                Query(f"max by ({per}) (vllm_probe_success{p})", "probe {{instance}} {{model_name}}"),
+                Query(f"max by ({f.per_replica}) (vllm_probe_health_up{p})", "/health {{instance}}"),
+            ),
+            min=0,
+            max=1,
+        ),
+        Panel(
+            title="Canary probe latency",
+            description="p50 and p95 time to answer the probe's one-token request (successful probes only).",
+            unit="s",
+            queries=tuple(
+                Query(
+                    f"histogram_quantile({q}, sum by ({per}, le) "
+                    f"(rate(vllm_probe_duration_seconds_bucket{p}[$__rate_interval])))",
+                    f"p{int(q * 100)} {{{{instance}}}} {{{{model_name}}}}",
+                )
+                for q in (0.5, 0.95)
+            ),
+            min=0,
+        ),
+        Panel(
+            title="Canary probe failures by reason",
+            description=(
+                "timeout: hung or overloaded; refused: down or restarting; http_5xx: the engine errors; "
+                "http_4xx: wrong model name or API key (VllmProbeDown); bad_body: not vLLM answering."
+            ),
+            unit="none",
+            kind="bars",
+            queries=(
+                Query(
+                    f"sum by ({f.per_replica}, reason) (increase(vllm_probe_failures_total{p}[$__rate_interval]))",
+                    "{{reason}} {{instance}}",
+                ),
+            ),
+            stack=True,
+            min=0,
+        ),
     )

@@ -64,6 +64,11 @@ class Filters:
         )
 
     @property
+    def probe(self) -> str:
+        """The canary probe's series about the selected servers (relabelled to their instance)."""
+        return f'{{{self._cluster}{self.cfg.probe_selector}, instance=~"$instance"}}'
+
+    @property
     def exporter(self) -> str:
         return f'{{{self._cluster}{self.cfg.exporter_selector}, {self.replica_label}=~"$instance"}}'
 

@@ -48,6 +48,7 @@ def alert_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
         Group("vllm-obs.errors", tuple(_errors(res, cfg, n))),
         Group("vllm-obs.availability", tuple(_availability(res, cfg, n))),
         Group("vllm-obs.log-events", tuple(_log_events(cfg))),
+        Group("vllm-obs.probe", tuple(_probe(cfg))),
         Group("vllm-obs.slo-burn", tuple(_burn(res, cfg))),
         Group("vllm-obs.meta", (_watchdog(),)),
     ]
@@ -364,6 +365,71 @@ def _log_events(cfg: BundleConfig) -> list[Alert]:
         )
     )
     return out
+
+
+# Probe failures that mean the server cannot serve (a hang, an engine that errors), as
+# opposed to a probe the server turns away (a wrong model name or key: 4xx, bad body).
+HUNG_REASONS = "timeout|http_5xx"
+REJECTED_REASONS = "http_4xx|bad_body|error"
+
+
+def _probe(cfg: BundleConfig) -> list[Alert]:
+    if not cfg.prometheus.probes:
+        return []
+    sc = scope_of(cfg)
+    a = cfg.alerts
+    probe = cfg.probe_selector
+    keyed, target = by(sc.target_model), by(sc.target)
+    failing = f"max by ({keyed}) ({selector('vllm_probe_success', probe)}) == 0"
+
+    def failures(reasons: str) -> str:
+        series = selector("vllm_probe_failures_total", probe, f'reason=~"{reasons}"')
+        return f"sum by ({keyed}) (increase({series}[{a.hung_window}])) > 0"
+
+    where = f"{{{{ $labels.model_name }}}} on {{{{ $labels.instance }}}}{sc.in_cluster}"
+    return [
+        Alert(
+            name="VllmEngineHung",
+            expr=(
+                f"{failing}\nand on ({keyed})\n{failures(HUNG_REASONS)}\n"
+                f"and on ({target})\nmax by ({target}) ({selector('vllm_probe_health_up', probe)}) == 1"
+            ),
+            for_=a.hung_for,
+            severity="critical",
+            summary="vLLM answers /health but cannot serve a one-token request: the engine is hung.",
+            description=(
+                f"The canary probe of {where} has failed for {a.hung_for} (timeouts or server errors) while "
+                "/health still answers 200. Requests hang; restart the server after taking a py-spy dump."
+            ),
+            dashboard="failures",
+        ),
+        Alert(
+            name="VllmProbeDown",
+            expr=f"{selector('up', probe)} == 0",
+            for_=a.probe_down_for,
+            severity="warning",
+            labels={"cause": "down"},
+            summary="A vLLM canary probe is down: a hung engine would go unnoticed.",
+            description=(
+                f"The vllm-probe at {{{{ $labels.instance }}}}{sc.in_cluster} has not answered scrapes for "
+                f"{a.probe_down_for}, so VllmEngineHung cannot fire for the servers it watches."
+            ),
+            dashboard="failures",
+        ),
+        Alert(
+            name="VllmProbeDown",
+            expr=f"{failing}\nand on ({keyed})\n{failures(REJECTED_REASONS)}",
+            for_=a.probe_down_for,
+            severity="warning",
+            labels={"cause": "rejected"},
+            summary="vLLM turns the canary probe away: a hung engine would go unnoticed.",
+            description=(
+                f"The canary probe of {where} gets 4xx or unusable answers "
+                f"for {a.probe_down_for}: check its model name and API key."
+            ),
+            dashboard="failures",
+        ),
+    ]
 
 
 def _burn(res: Resolution, cfg: BundleConfig) -> list[Alert]:

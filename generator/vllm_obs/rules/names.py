@@ -49,6 +49,15 @@ class Scope:
         return self._keep("job", self.replica)
 
     @property
+    def target_model(self) -> tuple[str, ...]:
+        """A scrape target and model: how the canary probe's series are keyed."""
+        return self._keep("instance", "model_name")
+
+    @property
+    def target(self) -> tuple[str, ...]:
+        return self._keep("instance")
+
+    @property
     def replica_labels(self) -> tuple[str, ...]:
         """What makes two alerts about the same server (inhibition's `equal`)."""
         return self._keep(self.replica)
@@ -138,6 +147,8 @@ class Names:
         self.fleet_generation_tokens = rate("job_model", "vllm_generation_tokens", w)
         self.fleet_prompt_tokens = rate("job_model", "vllm_prompt_tokens", w)
         self.http_requests = rate("job_instance", "vllm_http_requests", w)
+        # The canary probe's requests that vLLM answered, subtracted from served traffic.
+        self.probe_answered = rate("instance_model", "vllm_probe_requests_answered", w)
         self.http_errors = ratio("job_instance", "vllm_http_5xx", w)
 
     def quantile(self, signal: str, q: str, level: str = "job_instance_model") -> str:

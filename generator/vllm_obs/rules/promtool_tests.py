@@ -25,6 +25,8 @@ MODEL = "llama-3-8b"
 REPLICA = "vllm-0:8000"
 NEIGHBOUR = "vllm-1:8000"
 EXPORTER = "vllm-log-exporter-0:9400"
+PROBE = "vllm-probe-0:9401"
+PROBE_REASONS = ("timeout", "refused", "http_4xx", "http_5xx", "bad_body", "error")
 
 
 @dataclass
@@ -101,6 +103,32 @@ class Inputs:
     def result(self, instance: str = REPLICA) -> dict[str, str]:
         """Labels of an alert aggregated by job, instance and model_name."""
         return {"job": self.cfg.prometheus.vllm_job, **self.at(instance), "model_name": MODEL}
+
+    def probe_labels(self, who: str = REPLICA, model: bool = True) -> dict[str, str]:
+        """A canary probe's series about one server, as the probe scrape job relabels them."""
+        out = {"job": self.cfg.prometheus.probe_job, "probe_address": PROBE, **self.at(who)}
+        out.pop(self.scope.replica, None)
+        out["instance"] = REPLICA if self.scope.cluster else who
+        if model:
+            out["model_name"] = MODEL
+        return out
+
+    def probe(
+        self, case: Case, span: int, who: str = REPLICA, per_min: float = 4, failing: str | None = None
+    ) -> None:
+        """`per_min` probes a minute; all answered, or all failing for the reason `failing`."""
+        labels = self.probe_labels(who)
+        case.add(series_text("vllm_probe_success", labels), f"{0 if failing else 1}+0x{span}")
+        case.add(series_text("vllm_probe_requests_total", labels), f"0+{number(per_min)}x{span}")
+        for reason in PROBE_REASONS:
+            rate = per_min if reason == failing else 0
+            case.add(
+                series_text("vllm_probe_failures_total", {**labels, "reason": reason}),
+                f"0+{number(rate)}x{span}",
+            )
+
+    def probe_health(self, case: Case, span: int, up: int, who: str = REPLICA) -> None:
+        case.add(series_text("vllm_probe_health_up", self.probe_labels(who, model=False)), f"{up}+0x{span}")
 
     # -- series shapes ---------------------------------------------------------
 
@@ -220,6 +248,18 @@ def _latency(key: str) -> Builder:
             io.traffic(case, 60, span)
             case.checks = [Check(span - 1, warn.name, [])]
             cases.append(case)
+        if io.cfg.prometheus.probes:
+            # The canary probe's own requests are slow here, and numerous enough to pass the
+            # traffic floor; they are not served traffic, so the replica stays unjudged.
+            probe_only = Case(f"{warn.name} stays silent when the only traffic is the canary probe")
+            hot = fire_bucket(sig.buckets, thresholds["warning"])
+            if hot is not None:
+                per_min = 4.0
+                io.histogram(probe_only, sig, hot, per_min, span)
+                io.traffic(probe_only, per_min, span)
+                io.probe(probe_only, span, per_min=per_min)
+                probe_only.checks = [Check(span - 1, warn.name, [])]
+                cases.append(probe_only)
         # Too little traffic to judge: one slow request on an idle replica stays silent.
         idle = Case(f"{warn.name} stays silent below the traffic floor")
         hot = fire_bucket(sig.buckets, thresholds["critical"]) or fire_bucket(
@@ -497,6 +537,58 @@ def _exporter_down(rules: list[Alert], io: Inputs) -> list[Case]:
     return [down, up]
 
 
+def _hung(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    a = io.cfg.alerts
+    span = minutes(rule.for_) + minutes(a.hung_window) + 5
+    labels = io.probe_labels()
+    labels.pop("job"), labels.pop("probe_address")
+    hung = Case(f"VllmEngineHung fires when probes time out for {rule.for_} while /health answers 200")
+    io.probe(hung, span, failing="timeout")
+    io.probe_health(hung, span, 1)
+    io.probe(hung, span, who=NEIGHBOUR)
+    io.probe_health(hung, span, 1, who=NEIGHBOUR)
+    # increase() needs two samples: the failures show from the second minute.
+    hung.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, labels, 0)])
+    dead = Case("VllmEngineHung stays silent when /health fails too: the engine is dead, not hung")
+    io.probe(dead, span, failing="timeout")
+    io.probe_health(dead, span, 0)
+    dead.checks = [Check(span - 1, rule.name, [])]
+    refused = Case("VllmEngineHung stays silent when the probe is turned away (4xx), not hung")
+    io.probe(refused, span, failing="http_4xx")
+    io.probe_health(refused, span, 1)
+    refused.checks = [Check(span - 1, rule.name, [])]
+    fine = Case("VllmEngineHung stays silent while probes succeed")
+    io.probe(fine, span)
+    io.probe_health(fine, span, 1)
+    fine.checks = [Check(span - 1, rule.name, [])]
+    return [hung, dead, refused, fine]
+
+
+def _probe_down(rules: list[Alert], io: Inputs) -> list[Case]:
+    by_cause = {r.labels["cause"]: r for r in rules}
+    down_rule, rejected_rule = by_cause["down"], by_cause["rejected"]
+    span = minutes(down_rule.for_) + minutes(io.cfg.alerts.hung_window) + 5
+    up = {"job": io.cfg.prometheus.probe_job, "instance": PROBE, "probe_address": PROBE}
+    if io.scope.cluster:
+        up[io.scope.cluster] = io.at(REPLICA)[io.scope.cluster]
+    down = Case(f"VllmProbeDown fires after {down_rule.for_} of failed scrapes of the probe")
+    down.add(series_text("up", up), f"0+0x{span}")
+    down.checks = boundary(down_rule.name, 0, down_rule.for_, [Expect(down_rule, up, 0)])
+    rejected = Case(f"VllmProbeDown fires when vLLM answers the probe with 4xx for {rejected_rule.for_}")
+    rejected.add(series_text("up", up), f"1+0x{span}")
+    io.probe(rejected, span, failing="http_4xx")
+    io.probe_health(rejected, span, 1)
+    labels = io.probe_labels()
+    labels.pop("job"), labels.pop("probe_address")
+    rejected.checks = boundary(rejected_rule.name, 1, rejected_rule.for_, [Expect(rejected_rule, labels, 0)])
+    fine = Case("VllmProbeDown stays silent while the probe is scraped and answered")
+    fine.add(series_text("up", up), f"1+0x{span}")
+    io.probe(fine, span)
+    fine.checks = [Check(span - 1, down_rule.name, [])]
+    return [down, rejected, fine]
+
+
 def _burn(key: str, objective: float) -> Builder:
     def build(rules: list[Alert], io: Inputs) -> list[Case]:
         sig = io.res[key]
@@ -570,6 +662,8 @@ def builders(res: Resolution, cfg: BundleConfig) -> dict[str, Builder]:
         "VllmTargetDown": _target_down,
         "VllmMetricsAbsent": _absent,
         "VllmLogExporterDown": _exporter_down,
+        "VllmEngineHung": _hung,
+        "VllmProbeDown": _probe_down,
         "VllmTimeToFirstTokenBudgetBurn": _burn("time_to_first_token", cfg.slo.ttft_objective),
         "VllmTimePerOutputTokenBudgetBurn": _burn("inter_token_latency", cfg.slo.itl_objective),
         "Watchdog": _watchdog,

@@ -57,6 +57,20 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
         finished = f"sum by ({by(sc.instance_model)}) ({rate_of(res['e2e_request_latency'].count)})"
     else:
         finished = f"sum by ({by(sc.instance_model)}) ({rate_of(res['time_to_first_token'].count)})"
+    if cfg.prometheus.probes:
+        # The canary probe's one-token requests are vLLM requests too; served traffic leaves
+        # them out, so an idle replica that only answers the probe is still idle to alerts.
+        probe = cfg.probe_selector
+        answered = (
+            f"sum by ({by(sc.target_model)}) (rate({selector('vllm_probe_requests_total', probe)}[{w}]))\n"
+            f"-\nsum by ({by(sc.target_model)}) (rate({selector('vllm_probe_failures_total', probe)}[{w}]))"
+        )
+        out.append(Recording(n.probe_answered, answered))
+        finished = (
+            # group_left keeps the job label of the left side (a one-to-one `on` would drop it).
+            f"clamp_min(\n  {finished}\n  - on ({by(sc.target_model)}) group_left ()\n  {n.probe_answered},\n  0\n)\n"
+            f"or\n{finished}"
+        )
     out.append(Recording(n.requests_finished, finished))
     out.append(Recording(n.fleet_requests_finished, f"sum by ({by(sc.fleet_model)}) ({n.requests_finished})"))
 

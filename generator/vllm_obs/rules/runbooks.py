@@ -165,6 +165,57 @@ SECTIONS: dict[str, Section] = {
             "Take the replica out of the load balancer; probe readiness with a real completion, not `/health`.",
         ],
     ),
+    "VllmEngineHung": Section(
+        meaning=(
+            "The canary probe's one-token request has failed for a while with timeouts or server errors, "
+            "while `/health` still answers 200. The API server is alive but the engine loop serves "
+            "nothing: an NCCL or CUDA hang, a deadlock, a stopped engine process. On vLLM 0.32 a "
+            "stopped `EngineCore` looks exactly like this: `/health` and `/ping` answer 200, requests "
+            "hang until the client gives up, and every engine gauge on `/metrics` freezes at its last "
+            "value, so no metric-based alert (not even VllmEngineStalled, when it hung while idle) and "
+            "no Kubernetes probe on `/health` sees it."
+        ),
+        confirm=[
+            'The probe: `{probe_success}` is 0 and `{probe_failures}` grows with `reason="timeout"`; '
+            "`{probe_health}` is 1",
+            "By hand: `curl -m 10 http://HOST:PORT/v1/completions -H 'content-type: application/json' "
+            '-d \'{{"model": "NAME", "prompt": "ping", "max_tokens": 1}}\'` times out while '
+            "`curl http://HOST:PORT/health` answers at once",
+            "Frozen gauges: `{running_series}` and `{waiting_series}` do not move, "
+            "`rate({generation_series}[5m])` is 0",
+            "Where it is stuck: `py-spy dump --pid <pid>` of the `VLLM::EngineCore` process (and of each "
+            "`VllmWorker` process with tensor parallelism); a process in state `T` (`ps -o stat`) was "
+            "stopped; `D` waits on the device; NCCL hangs show `Watchdog caught collective operation "
+            "timeout` in the log after its timeout",
+        ],
+        act=[
+            "Take the replica out of the load balancer now: it accepts connections it will never answer.",
+            "Save the evidence first (a py-spy dump of every engine and worker process, the log), then "
+            "restart the server; a hung engine does not recover by itself. If the probe recovers on its "
+            "own within a minute or two (a long stop-the-world pause), do not restart, but find the pause.",
+            "On Kubernetes, make the liveness probe a real request (an exec or HTTP check that sends one "
+            "token with a timeout), not `/health`, so the kubelet restarts a hung pod.",
+            "Repeated hangs under tensor parallelism: set `NCCL_DEBUG=INFO` and check the interconnect "
+            "(XID errors on the GPU dashboard) and the driver.",
+        ],
+    ),
+    "VllmProbeDown": Section(
+        meaning=(
+            '`cause="down"`: Prometheus cannot scrape a vllm-probe. `cause="rejected"`: vLLM answers the '
+            "probe's one-token request with a 4xx or an unusable body, so the probe never succeeds. Either "
+            "way VllmEngineHung is blind for the servers that probe watches."
+        ),
+        confirm=[
+            "`up{{{probe_selector}}}`; the probe's own log (one line per state change per target)",
+            "Failures by reason: `{probe_failures}`: `http_4xx` is a wrong `--model` (404) or API key "
+            "(401), `bad_body` a proxy answering instead of vLLM",
+        ],
+        act=[
+            "Start the probe again (it is a sidecar in the compose stack and the Kubernetes example).",
+            "Give it the served model name (`--model`, or let it discover the first id of `/v1/models`) "
+            "and the same API key file vLLM uses (`--api-key-file`).",
+        ],
+    ),
     "VllmTargetDown": Section(
         meaning="Prometheus cannot scrape the vLLM server: the process is gone or unreachable.",
         confirm=[
@@ -364,6 +415,11 @@ def _placeholders(res: Resolution, cfg: BundleConfig) -> dict[str, str]:
         "generation_series": name_of("generation_tokens"),
         "running_series": name_of("requests_running"),
         "selector": cfg.vllm_selector,
+        "probe_selector": cfg.probe_selector,
+        "probe_success": f"vllm_probe_success{{{cfg.probe_selector}}}",
+        "probe_failures": f"increase(vllm_probe_failures_total{{{cfg.probe_selector}}}[10m])",
+        "probe_health": f"vllm_probe_health_up{{{cfg.probe_selector}}}",
+        "waiting_series": name_of("requests_waiting"),
         "exporter_selector": cfg.exporter_selector,
         "ttft_burn": "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h",
         "itl_burn": "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h",
