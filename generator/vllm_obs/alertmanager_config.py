@@ -134,6 +134,15 @@ def _inhibitions(sc: Scope) -> list[dict[str, Any]]:
             "equal": list(same_replica),
         },
         {
+            # A server that keeps failing to start pages once, for the loop: each failed
+            # start, its slow start and its unreachable target are the same incident.
+            "source_matchers": ['alertname="VllmRestartLoop"'],
+            "target_matchers": [
+                'alertname=~"VllmStartupFailed|VllmStartupSlow|VllmTargetDown|VllmMetricsAbsent"'
+            ],
+            "equal": list(same_replica),
+        },
+        {
             # An out-of-memory that killed the engine pages once, with its cause.
             "source_matchers": ['alertname="VllmOutOfMemory"'],
             "target_matchers": ['alertname="VllmEngineDead"'],

@@ -141,6 +141,21 @@ class AlertsSection:
     log_event_window: str = knob(
         "10m", "log-exporter events (OOM, dead engine, failed start) stay firing this long"
     )
+    expected_startup: str = knob(
+        "10m",
+        "how long a start may take (start marker to `Application startup complete.` in the log): "
+        "VllmTargetDown stays quiet while a start is within it, VllmStartupSlow warns past it and pages "
+        'past twice it; set it from vllm_log_startup_duration_seconds{phase="total"} plus a margin',
+    )
+    planned_stop_grace: str = knob(
+        "1h",
+        "after a planned shutdown (the log shows it), VllmTargetDown stays quiet this long: a stop on "
+        "purpose pages nobody, a server that does not come back pages",
+    )
+    restart_loop_starts: float = knob(
+        3, "VllmRestartLoop: this many starts within the window with no period of readiness"
+    )
+    restart_loop_window: str = knob("30m", "VllmRestartLoop: the window the starts are counted in")
     log_exporter_down_for: str = knob("5m", "how long a log exporter may be down before warning")
 
 

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .catalog import Catalog, ReleaseInfo
 from .errors import BundleError
+from .releases import minor_of, release_text
 
 # Families that matter to the bundle. python_* and process_* are left out on purpose:
 # they vanish in multiprocess mode, so nothing may depend on them.
@@ -50,9 +51,16 @@ class MetricSource:
     families: dict[str, Family]
     engine: str
     summary: str  # one line: what the source is and what it looks like
+    releases: tuple[ReleaseInfo, ...] = ()  # catalog releases the source matches (none: newer)
 
     def has(self, name: str) -> bool:
         return name in self.families
+
+    @property
+    def release_versions(self) -> tuple[str, ...]:
+        """The minor releases ("0.32") the source matches; their patches share the metric set."""
+        minors = dict.fromkeys(release_text(minor_of(r.version)) for r in self.releases)
+        return tuple(minors)
 
 
 def from_catalog(catalog: Catalog, release: ReleaseInfo, engine: str | None = None) -> MetricSource:
@@ -74,7 +82,7 @@ def from_catalog(catalog: Catalog, release: ReleaseInfo, engine: str | None = No
         for name, spec in specs.items()
     }
     origin = f"the embedded catalog for vLLM {release.text} ({engine} engine)"
-    return MetricSource(origin=origin, families=families, engine=engine, summary=origin)
+    return MetricSource(origin=origin, families=families, engine=engine, summary=origin, releases=(release,))
 
 
 def from_exposition(text: str, origin: str, catalog: Catalog) -> MetricSource:
@@ -114,7 +122,9 @@ def from_exposition(text: str, origin: str, catalog: Catalog) -> MetricSource:
     guess = guess_engine(families, catalog)
     families.update(_populated_later(declared_only, guess, catalog))
     summary = f"{origin} ({guess.describe()})"
-    return MetricSource(origin=origin, families=families, engine=guess.engine, summary=summary)
+    return MetricSource(
+        origin=origin, families=families, engine=guess.engine, summary=summary, releases=guess.releases
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -176,8 +176,32 @@ POSTED = [
     # An OOM that killed the engine pages once, for the OOM.
     alert("oom", "VllmOutOfMemory", "critical", instance="vllm-4:8000", event="oom"),
     alert("oom-dead", "VllmEngineDead", "critical", instance="vllm-4:8000", event="engine_dead"),
+    # A hung engine explains its replica's symptoms too.
+    alert("hung", "VllmEngineHung", "critical", instance="vllm-5:8000", model_name="m"),
+    alert(
+        "hung-errors", "VllmRequestErrors", "warning", instance="vllm-5:8000", model_name="m", source="http"
+    ),
+    # A restart loop pages once: its failed starts, slow start and down target are the loop.
+    alert("loop", "VllmRestartLoop", "critical", instance="vllm-6:8000"),
+    alert("loop-failed", "VllmStartupFailed", "critical", instance="vllm-6:8000", event="startup_failed"),
+    alert("loop-slow", "VllmStartupSlow", "warning", instance="vllm-6:8000"),
+    alert("loop-down", "VllmTargetDown", "critical", instance="vllm-6:8000"),
+    # A slow start on another server still warns.
+    alert("slow-elsewhere", "VllmStartupSlow", "warning", instance="vllm-7:8000"),
 ]
-INHIBITED = {"down", "ttft", "queue", "stalled", "tpot-warning", "burn-warning", "oom-dead"}
+INHIBITED = {
+    "down",
+    "ttft",
+    "queue",
+    "stalled",
+    "tpot-warning",
+    "burn-warning",
+    "oom-dead",
+    "hung-errors",
+    "loop-failed",
+    "loop-slow",
+    "loop-down",
+}
 
 
 def test_inhibition_on_a_real_alertmanager(tmp_path):
@@ -195,6 +219,14 @@ def test_inhibition_on_a_real_alertmanager(tmp_path):
     assert set(state) == {a["labels"]["case"] for a in POSTED}
     assert inhibited == INHIBITED
     # What stays: one page per incident, and the healthy replica's own alert.
-    assert {"dead", "other-replica", "tpot-critical", "tpot-elsewhere", "burn-other-model", "oom"} <= set(
-        state
-    ) - inhibited
+    assert {
+        "dead",
+        "other-replica",
+        "tpot-critical",
+        "tpot-elsewhere",
+        "burn-other-model",
+        "oom",
+        "hung",
+        "loop",
+        "slow-elsewhere",
+    } <= set(state) - inhibited

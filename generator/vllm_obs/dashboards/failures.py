@@ -97,7 +97,7 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 min=0,
             ),
         )
-        rows += [Row("Incidents", counts), Row("Events", events)]
+        rows += [Row("Incidents", counts), Row("Events", events), Row("Lifecycle", _lifecycle_panels(res, f))]
     if cfg.prometheus.probes:
         rows.append(Row("Canary probe", _probe_panels(f)))
     rows.append(
@@ -187,5 +187,61 @@ def _probe_panels(f: Filters) -> tuple[Panel, ...]:
             ),
             stack=True,
             min=0,
+        ),
+    )
+
+
+def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
+    """Starts, stops and restarts as the log tells them: the server cannot report them itself."""
+    x = f.exporter
+    built_for = ", ".join(res.source.release_versions) or "a release newer than the catalog"
+    return (
+        Panel(
+            title="Server state",
+            description=(
+                "The state the log shows: starting and loading (not listening yet), ready, stopping and "
+                "stopped (planned), failed_start, dead. A start that never reaches ready is VllmStartupSlow; "
+                "starts that keep failing are VllmRestartLoop."
+            ),
+            unit="none",
+            kind="bars",
+            queries=(
+                Query(
+                    f"max by ({f.per_replica}, state) (vllm_log_server_state{x}) > 0",
+                    "{{state}} {{instance}}",
+                ),
+            ),
+            stack=True,
+            min=0,
+        ),
+        Panel(
+            title="Start-up time per restart",
+            description=(
+                "Seconds each phase of the last start took (weights, engine_init: profiling, KV cache and "
+                "warm-up, total: start marker to ready). Size alerts.expected_startup and the Kubernetes "
+                "startupProbe from the total, with a margin of at least 30 s."
+            ),
+            unit="s",
+            queries=(
+                Query(
+                    f"max by ({f.per_replica}, phase) (vllm_log_last_startup_duration_seconds{x})",
+                    "{{phase}} {{instance}}",
+                ),
+            ),
+            min=0,
+        ),
+        Panel(
+            title="vLLM version (from the log)",
+            description=(
+                f"The release the log announces. This bundle was generated for vLLM {built_for}; another "
+                "minor release is VllmVersionDrift: regenerate the bundle."
+            ),
+            unit="none",
+            kind="stat",
+            queries=(
+                Query(f"max by ({f.per_replica}, version) (vllm_log_vllm_version_info{x})", "{{version}}"),
+            ),
+            width=6,
+            height=5,
         ),
     )

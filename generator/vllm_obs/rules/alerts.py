@@ -8,6 +8,8 @@ that explains it show the same number.
 
 from __future__ import annotations
 
+import re
+
 from ..config import BundleConfig
 from ..promql import number, seconds, selector
 from ..signals import Resolution
@@ -49,6 +51,7 @@ def alert_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
         Group("vllm-obs.availability", tuple(_availability(res, cfg, n))),
         Group("vllm-obs.log-events", tuple(_log_events(cfg))),
         Group("vllm-obs.probe", tuple(_probe(cfg))),
+        Group("vllm-obs.lifecycle", tuple(_lifecycle(res, cfg))),
         Group("vllm-obs.slo-burn", tuple(_burn(res, cfg))),
         Group("vllm-obs.meta", (_watchdog(),)),
     ]
@@ -231,7 +234,7 @@ def _errors(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                     labels={"source": "http"},
                     summary=f"More than {percent(threshold)} of vLLM requests fail.",
                     description=(
-                        f"{{{{ $value | humanizePercentage }}}} of the HTTP requests to {sc.replica_ref} "
+                        f"{{{{ $value | humanizePercentage }}}} of the HTTP requests to {sc.target_ref} "
                         f"answered 5xx (threshold {percent(threshold)}, for {a.errors_for})."
                     ),
                     dashboard="instance",
@@ -264,15 +267,21 @@ def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                 dashboard="failures",
             )
         )
+    down = f"{up} == 0"
+    if cfg.prometheus.log_exporters:
+        # A server that is loading its model does not listen yet, and one stopped on purpose
+        # is not down: the log says which, so neither pages (VllmStartupSlow and
+        # VllmRestartLoop watch the starts; a planned stop pages once its grace is over).
+        down += f"\nunless on ({by(sc.target)})\n{_quiet_lifecycle(cfg)}"
     out.append(
         Alert(
             name="VllmTargetDown",
-            expr=f"{up} == 0",
+            expr=down,
             for_=a.target_down_for,
             severity="critical",
             summary="Prometheus cannot scrape a vLLM server.",
             description=(
-                f"{sc.replica_ref} (job {{{{ $labels.job }}}}) has not answered scrapes "
+                f"{sc.target_ref} (job {{{{ $labels.job }}}}) has not answered scrapes "
                 f"for {a.target_down_for}: the server is down or unreachable."
             ),
             dashboard="overview",
@@ -304,7 +313,7 @@ def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
                 labels={"scope": "target"},
                 summary="A vLLM target answers scrapes but exposes no vLLM series.",
                 description=(
-                    f"{sc.replica_ref} answers scrapes but its vLLM series have been gone for "
+                    f"{sc.target_ref} answers scrapes but its vLLM series have been gone for "
                     f"{a.metrics_absent_for}: it is not a vLLM server, or its metrics are broken."
                 ),
                 dashboard="overview",
@@ -322,16 +331,16 @@ def _log_events(cfg: BundleConfig) -> list[Alert]:
     texts = {
         "engine_dead": (
             "The vLLM engine died.",
-            f"The log of {sc.replica_ref} shows the engine died (EngineDeadError or a dead "
+            f"The log of {sc.target_ref} shows the engine died (EngineDeadError or a dead "
             "engine process); the first error above it is the cause.",
         ),
         "oom": (
             "vLLM ran out of memory.",
-            f"The log of {sc.replica_ref} shows an out-of-memory error (CUDA or CPU allocator).",
+            f"The log of {sc.target_ref} shows an out-of-memory error (CUDA or CPU allocator).",
         ),
         "startup_failed": (
             "vLLM failed to start.",
-            f"The log of {sc.replica_ref} shows the server failed to start (engine initialisation, "
+            f"The log of {sc.target_ref} shows the server failed to start (engine initialisation, "
             "or the KV cache cannot hold --max-model-len).",
         ),
     }
@@ -358,13 +367,114 @@ def _log_events(cfg: BundleConfig) -> list[Alert]:
             severity="warning",
             summary="The vLLM log exporter is down: OOM and dead-engine alerts are blind.",
             description=(
-                f"The log exporter watching {sc.replica_ref} has not answered scrapes for "
+                f"The log exporter watching {sc.target_ref} has not answered scrapes for "
                 f"{a.log_exporter_down_for}."
             ),
             dashboard="failures",
         )
     )
     return out
+
+
+def _state(cfg: BundleConfig, states: str) -> str:
+    return selector("vllm_log_server_state", cfg.exporter_selector, f'state=~"{states}"')
+
+
+def _since_start(cfg: BundleConfig) -> str:
+    """Seconds since the current start began, per server, from the log."""
+    begun = selector("vllm_log_last_event_timestamp_seconds", cfg.exporter_selector, 'event="startup_begin"')
+    return f"time() - max by ({by(scope_of(cfg).target)}) ({begun})"
+
+
+def _quiet_lifecycle(cfg: BundleConfig) -> str:
+    """Servers whose log says they are starting, or stopped on purpose within the grace."""
+    target = by(scope_of(cfg).target)
+    a = cfg.alerts
+    since = selector("vllm_log_server_state_since_timestamp_seconds", cfg.exporter_selector)
+    return (
+        f"(\n  max by ({target}) ({_state(cfg, 'starting|loading')}) == 1\n"
+        f"  or\n"
+        f"  max by ({target}) ({_state(cfg, 'stopping|stopped')}) == 1\n"
+        f"  and on ({target})\n"
+        f"  time() - max by ({target}) ({since}) < {int(seconds(a.planned_stop_grace))}\n)"
+    )
+
+
+def _lifecycle(res: Resolution, cfg: BundleConfig) -> list[Alert]:
+    if not cfg.prometheus.log_exporters:
+        return []
+    sc = scope_of(cfg)
+    a = cfg.alerts
+    target = by(sc.target)
+    expected = int(seconds(a.expected_startup))
+    starting = f"max by ({target}) ({_state(cfg, 'starting|loading')}) == 1"
+    out = []
+    for severity, factor in (("warning", 1), ("critical", 2)):
+        limit = expected * factor
+        out.append(
+            Alert(
+                name="VllmStartupSlow",
+                expr=f"({_since_start(cfg)}) > {limit}\nand on ({target})\n{starting}",
+                severity=severity,
+                summary="vLLM is taking longer than expected to start.",
+                description=(
+                    f"{sc.target_ref} has been starting for {{{{ $value | humanizeDuration }}}}, more than "
+                    f"{'' if factor == 1 else 'twice '}the expected {a.expected_startup} (log: loading "
+                    "weights, profiling, warm-up); it does not serve yet."
+                ),
+                dashboard="failures",
+                threshold=limit,
+            )
+        )
+    begun = selector("vllm_log_events_total", cfg.exporter_selector, 'event="startup_begin"')
+    window = a.restart_loop_window
+    starts = f"max by ({target}) (max_over_time({begun}[{window}]) - min_over_time({begun}[{window}]))"
+    out.append(
+        Alert(
+            name="VllmRestartLoop",
+            expr=(
+                f"{starts} >= {number(a.restart_loop_starts)}\n"
+                f"unless on ({target})\n"
+                f"max by ({target}) (max_over_time({_state(cfg, 'ready')}[{window}])) == 1"
+            ),
+            severity="critical",
+            summary="vLLM keeps restarting and never becomes ready.",
+            description=(
+                f"{sc.target_ref} started {{{{ $value }}}} times in the last {window} without once "
+                "becoming ready: a configuration that cannot work (a model that does not fit, a bad flag) "
+                "or a crash during start-up. Restarting again will not help."
+            ),
+            dashboard="failures",
+            threshold=a.restart_loop_starts,
+        )
+    )
+    versions = res.source.release_versions
+    if versions:
+        # A minor release and its patches: the metric set changes with minor releases.
+        pattern = "|".join(re.escape(v) + r"(\..*)?" for v in versions)
+        out.append(
+            Alert(
+                name="VllmVersionDrift",
+                expr=(
+                    f"max by ({target}, version) "
+                    f"({selector('vllm_log_vllm_version_info', cfg.exporter_selector, f'version!~{_quote(pattern)}')}) == 1"
+                ),
+                severity="info",
+                summary="vLLM runs a release this bundle was not generated for.",
+                description=(
+                    f"The log of {sc.target_ref} announces vLLM {{{{ $labels.version }}}}; this bundle was "
+                    f"generated for {', '.join(versions)}. Metric names may have changed: regenerate the "
+                    "bundle with `vllm-obs generate --metrics-url` against the upgraded server."
+                ),
+                dashboard="failures",
+            )
+        )
+    return out
+
+
+def _quote(text: str) -> str:
+    """A PromQL double-quoted string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # Probe failures that mean the server cannot serve (a hang, an engine that errors), as

@@ -73,8 +73,9 @@ class Scope:
         return text + self.in_cluster
 
     @property
-    def replica_ref(self) -> str:
-        return f"{{{{ $labels.{self.replica} }}}}" + self.in_cluster
+    def target_ref(self) -> str:
+        """The scrape target (instance) an alert is about, for descriptions."""
+        return "{{ $labels.instance }}" + self.in_cluster
 
     @property
     def in_cluster(self) -> str:

@@ -26,6 +26,7 @@ REPLICA = "vllm-0:8000"
 NEIGHBOUR = "vllm-1:8000"
 EXPORTER = "vllm-log-exporter-0:9400"
 PROBE = "vllm-probe-0:9401"
+SERVER_STATES = ("unknown", "starting", "loading", "ready", "stopping", "stopped", "failed_start", "dead")
 PROBE_REASONS = ("timeout", "refused", "http_4xx", "http_5xx", "bad_body", "error")
 
 
@@ -129,6 +130,30 @@ class Inputs:
 
     def probe_health(self, case: Case, span: int, up: int, who: str = REPLICA) -> None:
         case.add(series_text("vllm_probe_health_up", self.probe_labels(who, model=False)), f"{up}+0x{span}")
+
+    def exporter_labels(self, who: str = REPLICA) -> dict[str, str]:
+        """A log exporter's series, as its scrape job relabels them to the server's instance."""
+        out = {"job": self.cfg.prometheus.log_exporter_job, "exporter_address": EXPORTER, **self.at(who)}
+        out.pop(self.scope.replica, None)
+        out["instance"] = REPLICA if self.scope.cluster else who
+        return out
+
+    def server_state(self, case: Case, span: int, since: str, states: list[str], who: str = REPLICA) -> None:
+        """The exporter's state gauge: states[0] at minute 0, states[i] from minute i on (the last holds).
+
+        `since` is the values string of the time of the last transition.
+        """
+        labels = self.exporter_labels(who)
+        for state in SERVER_STATES:
+            values = " ".join("1" if s == state else "0" for s in states)
+            case.add(
+                series_text("vllm_log_server_state", {**labels, "state": state}),
+                f"{values} {values[-1]}+0x{span}",
+            )
+        case.add(
+            series_text("vllm_log_server_state_since_timestamp_seconds", labels),
+            f"{since} {since.split()[-1]}+0x{span}",
+        )
 
     # -- series shapes ---------------------------------------------------------
 
@@ -464,7 +489,30 @@ def _target_down(rules: list[Alert], io: Inputs) -> list[Case]:
     up = Case("VllmTargetDown stays silent while scrapes succeed")
     up.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"1+0x{span}")
     up.checks = [Check(span - 1, rule.name, [])]
-    return [down, up]
+    cases = [down, up]
+    if io.cfg.prometheus.log_exporters:
+        cases += _target_down_lifecycle(rule, io, labels)
+    return cases
+
+
+def _target_down_lifecycle(rule: Alert, io: Inputs, labels: dict[str, str]) -> list[Case]:
+    """A server loading its model, or stopped on purpose, does not page; past the grace it does."""
+    a = io.cfg.alerts
+    span = minutes(rule.for_) + 5
+    starting = Case("VllmTargetDown stays silent while the log shows the server starting")
+    starting.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"0+0x{span}")
+    io.server_state(starting, span, "0 60", ["unknown", "loading"])
+    starting.checks = [Check(span - 1, rule.name, [])]
+    grace = minutes(a.planned_stop_grace)
+    long = grace + minutes(rule.for_) + 3
+    stopped = Case(f"VllmTargetDown stays silent for {a.planned_stop_grace} after a planned stop, then fires")
+    stopped.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"1 0+0x{long}")
+    # Stopped at t=60 s: quiet while time() - 60 < grace, so the condition returns at 1 + grace.
+    io.server_state(stopped, long, "0 60", ["ready", "stopped"])
+    stopped.checks = [Check(grace, rule.name, [])] + boundary(
+        rule.name, 1 + grace, rule.for_, [Expect(rule, labels, 0)]
+    )
+    return [starting, stopped]
 
 
 def _absent(rules: list[Alert], io: Inputs) -> list[Case]:
@@ -589,6 +637,90 @@ def _probe_down(rules: list[Alert], io: Inputs) -> list[Case]:
     return [down, rejected, fine]
 
 
+def _startup_slow(rules: list[Alert], io: Inputs) -> list[Case]:
+    warn, crit = sorted(rules, key=lambda r: r.severity != "warning")
+    labels = io.exporter_labels()
+    labels.pop("job"), labels.pop("exporter_address")
+    began = 60  # the start marker is read at t=60 s
+    # No `for`: the first minute whose time() - 60 exceeds a limit fires.
+    warn_at = int((began + warn.threshold) // 60) + 1
+    crit_at = int((began + crit.threshold) // 60) + 1
+    span = crit_at + 3
+    slow = Case("VllmStartupSlow warns past the expected start-up time and pages past twice it")
+    io.server_state(slow, span, f"0 {began}", ["unknown", "starting", "starting", "loading"])
+    slow.add(
+        series_text(
+            "vllm_log_last_event_timestamp_seconds", {**io.exporter_labels(), "event": "startup_begin"}
+        ),
+        f"0 {began}+0x{span}",
+    )
+    slow.checks = [
+        Check(warn_at - 1, warn.name, []),
+        Check(warn_at, warn.name, [Expect(warn, labels, warn_at * 60 - began)]),
+        Check(crit_at - 1, warn.name, [Expect(warn, labels, (crit_at - 1) * 60 - began)]),
+        Check(
+            crit_at,
+            warn.name,
+            [Expect(warn, labels, crit_at * 60 - began), Expect(crit, labels, crit_at * 60 - began)],
+        ),
+    ]
+    ready = Case("VllmStartupSlow stays silent once the server is ready")
+    io.server_state(ready, span, f"0 {began} {began} 180", ["unknown", "starting", "loading", "ready"])
+    ready.add(
+        series_text(
+            "vllm_log_last_event_timestamp_seconds", {**io.exporter_labels(), "event": "startup_begin"}
+        ),
+        f"0 {began}+0x{span}",
+    )
+    ready.checks = [Check(span - 1, warn.name, [])]
+    return [slow, ready]
+
+
+def _restart_loop(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    starts = int(rule.threshold)
+    labels = io.exporter_labels()
+    labels.pop("job"), labels.pop("exporter_address")
+    span = 2 * starts + 6
+    # One start every two minutes, each failing; the n-th start lands at minute 2n - 1.
+    counts = [min(starts, (m + 1) // 2) for m in range(span)]
+    states = ["unknown"] + ["starting" if m % 2 else "failed_start" for m in range(1, span)]
+    loop = Case(f"VllmRestartLoop fires at start number {starts} without a ready period")
+    loop.add(
+        series_text("vllm_log_events_total", {**io.exporter_labels(), "event": "startup_begin"}),
+        " ".join(str(c) for c in counts),
+    )
+    io.server_state(loop, span, "0", states)
+    at = 2 * starts - 1
+    loop.checks = [Check(at - 1, rule.name, []), Check(at, rule.name, [Expect(rule, labels, starts)])]
+    healed = Case("VllmRestartLoop stays silent when a start in the window became ready")
+    healed.add(
+        series_text("vllm_log_events_total", {**io.exporter_labels(), "event": "startup_begin"}),
+        " ".join(str(c) for c in counts),
+    )
+    io.server_state(healed, span, "0", [*states[:2], "ready", *states[3:]])
+    healed.checks = [Check(at, rule.name, [])]
+    return [loop, healed]
+
+
+def _version_drift(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    newest = io.res.source.release_versions[-1]
+    major, minor = (int(p) for p in newest.split(".")[:2])
+    other = f"{major}.{minor + 1}.0"
+    drift = Case(f"VllmVersionDrift fires when the log announces vLLM {other}")
+    drift.add(series_text("vllm_log_vllm_version_info", {**io.exporter_labels(), "version": other}), "1+0x3")
+    labels = io.exporter_labels()
+    labels.pop("job"), labels.pop("exporter_address")
+    drift.checks = [Check(1, rule.name, [Expect(rule, {**labels, "version": other}, 1)])]
+    same = Case(f"VllmVersionDrift stays silent on a patch release of {newest}")
+    same.add(
+        series_text("vllm_log_vllm_version_info", {**io.exporter_labels(), "version": f"{newest}.9"}), "1+0x3"
+    )
+    same.checks = [Check(1, rule.name, [])]
+    return [drift, same]
+
+
 def _burn(key: str, objective: float) -> Builder:
     def build(rules: list[Alert], io: Inputs) -> list[Case]:
         sig = io.res[key]
@@ -664,6 +796,9 @@ def builders(res: Resolution, cfg: BundleConfig) -> dict[str, Builder]:
         "VllmLogExporterDown": _exporter_down,
         "VllmEngineHung": _hung,
         "VllmProbeDown": _probe_down,
+        "VllmStartupSlow": _startup_slow,
+        "VllmRestartLoop": _restart_loop,
+        "VllmVersionDrift": _version_drift,
         "VllmTimeToFirstTokenBudgetBurn": _burn("time_to_first_token", cfg.slo.ttft_objective),
         "VllmTimePerOutputTokenBudgetBurn": _burn("inter_token_latency", cfg.slo.itl_objective),
         "Watchdog": _watchdog,

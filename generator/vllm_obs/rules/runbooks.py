@@ -216,8 +216,77 @@ SECTIONS: dict[str, Section] = {
             "and the same API key file vLLM uses (`--api-key-file`).",
         ],
     ),
+    "VllmStartupSlow": Section(
+        meaning=(
+            "The log shows the server started (a start marker) but not `Application startup complete.` "
+            "within the expected start-up time (`alerts.expected_startup`); critical at twice it. vLLM "
+            "binds its port only once the model is loaded, so until then Prometheus cannot scrape it: "
+            "VllmTargetDown stays quiet while a start is in progress and this alert watches its length "
+            "instead."
+        ),
+        confirm=[
+            "State and phase: `{state}`; the start began `{since_start}` seconds ago",
+            "Where the time goes, per past start: `{startup_durations}` (weights, engine_init, total)",
+            "The log: `Starting to load model` then `Loading weights took`, `init engine (profile, create kv "
+            "cache, warmup model) took`; a start that stops between two of them is stuck there (weights "
+            "download, slow storage, CUDA-graph capture, profiling)",
+        ],
+        act=[
+            "A slow but healthy start (a larger model, a cold cache): raise `alerts.expected_startup` to "
+            "the measured total start time plus a margin, and size the Kubernetes probes from the same "
+            "figure: the `startupProbe` budget (failureThreshold x periodSeconds) must exceed the "
+            "model-load time by at least 30 s, or the kubelet kills a healthy server in a restart loop.",
+            "Stuck on weights: check the download (HF_TOKEN, the network, disk space) or pre-fetch the "
+            "weights to a volume.",
+            "Stuck on warm-up or CUDA-graph capture: try `--enforce-eager` to confirm, then lower "
+            "`--max-num-seqs` or the capture sizes.",
+        ],
+    ),
+    "VllmRestartLoop": Section(
+        meaning=(
+            "The server started several times within the window (`alerts.restart_loop_starts` in "
+            "`alerts.restart_loop_window`) without once becoming ready. Something makes every start fail: a "
+            "model that does not fit (`--max-model-len` larger than the KV cache can hold), a bad flag, "
+            "missing weights, no device. Restarting again will not help, and each attempt pages nobody on "
+            "its own because the server never came up."
+        ),
+        confirm=[
+            "Starts in the window: `{starts}`; failed starts by reason: `{startup_failures}`",
+            "The log of the last attempt: the first `ValueError` or `RuntimeError` after `EngineCore failed "
+            "to start` says why (e.g. `To serve at least one request with the model's max seq len ... "
+            "you need ... KV cache`)",
+        ],
+        act=[
+            "Fix the cause the log names; for a model that does not fit, lower `--max-model-len`, raise "
+            "`--gpu-memory-utilization`, or use more devices (`--tensor-parallel-size`).",
+            "Stop the orchestrator from retrying in a tight loop (Kubernetes backs off by itself; systemd "
+            "`RestartSec=`/`StartLimitBurst=`), so the log keeps the first failure.",
+        ],
+    ),
+    "VllmVersionDrift": Section(
+        meaning=(
+            "The log announces a vLLM release other than the ones this bundle was generated for. vLLM "
+            "renames and removes metrics between minor releases, so some panels may go blank and some "
+            "alerts may stop matching on the day of the upgrade."
+        ),
+        confirm=[
+            "The announced release: `{version_info}`",
+            "What the bundle was built for: the `Source:` line at the top of each generated file",
+            "`vllm-obs doctor --prometheus URL` lists the series the bundle reads that the server no longer has",
+        ],
+        act=[
+            "Regenerate the bundle against the upgraded server (`vllm-obs generate --metrics-url "
+            "http://HOST:PORT/metrics`) and roll it out; the recording-rule names stay the same, so "
+            "dashboards keep working.",
+        ],
+    ),
     "VllmTargetDown": Section(
-        meaning="Prometheus cannot scrape the vLLM server: the process is gone or unreachable.",
+        meaning=(
+            "Prometheus cannot scrape the vLLM server: the process is gone or unreachable. Where a log "
+            "exporter watches the server, a server whose log shows it starting (loading its model, not yet "
+            "listening) or stopped on purpose (within `alerts.planned_stop_grace`) does not page; "
+            "VllmStartupSlow and VllmRestartLoop cover starts that take too long or never finish."
+        ),
         confirm=[
             "`up{{{selector}}}`; the target's error on Prometheus' Targets page",
             "Container or unit status and exit code: 137 is the kernel OOM killer (`dmesg`), 0 after "
@@ -420,6 +489,14 @@ def _placeholders(res: Resolution, cfg: BundleConfig) -> dict[str, str]:
         "probe_failures": f"increase(vllm_probe_failures_total{{{cfg.probe_selector}}}[10m])",
         "probe_health": f"vllm_probe_health_up{{{cfg.probe_selector}}}",
         "waiting_series": name_of("requests_waiting"),
+        "state": f"vllm_log_server_state{{{cfg.exporter_selector}}} == 1",
+        "since_start": (
+            f'time() - vllm_log_last_event_timestamp_seconds{{{cfg.exporter_selector}, event="startup_begin"}}'
+        ),
+        "startup_durations": f"vllm_log_last_startup_duration_seconds{{{cfg.exporter_selector}}}",
+        "starts": f'increase(vllm_log_events_total{{{cfg.exporter_selector}, event="startup_begin"}}[1h])',
+        "startup_failures": f"increase(vllm_log_startup_failures_total{{{cfg.exporter_selector}}}[1h])",
+        "version_info": f"vllm_log_vllm_version_info{{{cfg.exporter_selector}}}",
         "exporter_selector": cfg.exporter_selector,
         "ttft_burn": "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h",
         "itl_burn": "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h",
