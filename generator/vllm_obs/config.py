@@ -247,6 +247,58 @@ class DashboardsSection:
 
 
 @dataclass(frozen=True)
+class GpuExporterTarget:
+    target: str = knob("dcgm-exporter:9400", "host:port of one NVIDIA dcgm-exporter")
+    vllm_instance: str = knob(
+        "vllm:8000",
+        "the instance label of the vLLM server that uses this host's GPUs; the exporter's series get "
+        "it, so GPU panels and alerts line up with that server's",
+    )
+
+
+@dataclass(frozen=True)
+class GpuSection:
+    enabled: bool = knob(
+        False,
+        "generate the GPU layer (NVIDIA GPUs watched by dcgm-exporter): its scrape job, recording "
+        "rules, alerts (XID errors, framebuffer nearly full, GPU idle while requests hold every slot) "
+        "and panels; off by default because a CPU server has no DCGM series",
+    )
+    job: str = knob("dcgm-exporter", "job label of the DCGM exporters")
+    join: str = knob(
+        "instance",
+        "how a GPU is tied to the vLLM server using it: instance (the scrape job below gives the "
+        "exporter's series that server's instance label: one vLLM per host, as in the compose stack) "
+        "or pod (Kubernetes: dcgm-exporter's pod mapping labels each GPU with the namespace and pod "
+        "using it, exported_namespace/exported_pod when scraped without honorLabels, and the vLLM "
+        "series carry the same namespace and pod)",
+    )
+    exporters: list[GpuExporterTarget] = knob(
+        [{"target": "dcgm-exporter:9400", "vllm_instance": "vllm:8000"}],
+        "dcgm-exporters to scrape with join: instance; with join: pod leave it empty ([]) and let the "
+        "GPU operator's ServiceMonitor scrape them (set job to its job label, nvidia-dcgm-exporter)",
+    )
+    memory_full_threshold: float = knob(
+        0.97,
+        "framebuffer used / total above this warns; vLLM itself reserves --gpu-memory-utilization "
+        "(0.9 by default) of it, so only what comes on top is alarming",
+    )
+    memory_full_for: str = knob("5m", "how long the framebuffer must stay that full")
+    idle_utilization_below: float = knob(
+        0.1,
+        "VllmGpuIdleWhileBusy: GPU utilisation (0-1) below this while running requests sit at their "
+        "peak (slots held by clients that stopped reading)",
+    )
+    idle_for: str = knob("10m", "VllmGpuIdleWhileBusy: how long it must hold")
+    max_num_seqs: float = knob(
+        0,
+        "the servers' --max-num-seqs, so VllmGpuIdleWhileBusy can tell 'every slot taken'; 0: take the "
+        "peak of running requests over the last hour instead",
+    )
+    xid_window: str = knob("10m", "an XID error (a GPU fault) keeps VllmGpuXidError firing this long")
+
+
+@dataclass(frozen=True)
 class LinksSection:
     grafana_url: str = knob(
         "http://localhost:3000", "Grafana base URL, for the dashboard links in alert annotations"
@@ -265,6 +317,7 @@ class BundleConfig:
     slo: SloSection = knob({}, "service-level objectives for the burn-rate alerts")
     alertmanager: AlertmanagerSection = knob({}, "on-call routing")
     dashboards: DashboardsSection = knob({}, "Grafana dashboards")
+    gpu: GpuSection = knob({}, "the GPU layer: NVIDIA's DCGM exporter next to vLLM's own series")
     links: LinksSection = knob({}, "URLs put into alert annotations")
 
     @property
@@ -384,7 +437,9 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
             raise BundleError(f"config key '{key}' in {source} must not be negative.")
         # An objective of 1 leaves no error budget; a usage threshold of 1 is still meaningful.
         is_objective = f.name.endswith("_objective")
-        is_usage = f.name.startswith(("kv_usage", "kv_predict_floor", "throttled_kv"))
+        is_usage = f.name.startswith(
+            ("kv_usage", "kv_predict_floor", "throttled_kv", "memory_full_threshold", "idle_utilization")
+        )
         if isinstance(value, float) and (is_objective or is_usage):
             if not (0 < value < 1 if is_objective else 0 < value <= 1):
                 raise BundleError(f"config key '{key}' in {source} must be a fraction between 0 and 1.")
@@ -401,6 +456,8 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
             )
         if obj.type == "email" and not obj.to:
             raise BundleError(f"config key '{prefix}.to' in {source} is required for an email receiver.")
+    if isinstance(obj, GpuSection) and obj.join not in ("instance", "pod"):
+        raise BundleError(f"config key '{prefix}.join' in {source} must be instance or pod.")
     if isinstance(obj, PrometheusSection):
         if obj.scheme not in ("http", "https"):
             raise BundleError(f"config key '{prefix}.scheme' in {source} must be http or https.")

@@ -18,9 +18,9 @@ from .catalog import Catalog, ReleaseInfo
 from .errors import BundleError
 from .releases import minor_of, release_text
 
-# Families that matter to the bundle. python_* and process_* are left out on purpose:
-# they vanish in multiprocess mode, so nothing may depend on them.
-_INTERESTING_PREFIXES = ("vllm:", "http_requests_total")
+# Families that matter to the bundle. process_* vanish in multiprocess mode
+# (--api-server-count > 1), so only panels use them, and only when the source has them.
+_INTERESTING_PREFIXES = ("vllm:", "http_requests_total", "process_")
 
 
 @dataclass(frozen=True)
