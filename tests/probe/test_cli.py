@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -107,8 +108,11 @@ def test_cannot_listen_exits_1_in_one_sentence() -> None:
     assert_one_sentence(result, 1, f"cannot listen on 127.0.0.1:{port}: Address already in use")
 
 
-def test_version() -> None:
+def test_version_from_the_module_and_the_console_script() -> None:
     result = run("--version")
+    assert result.returncode == 0 and result.stdout.strip() == "vllm-probe 0.1.0"
+    script = Path(sys.executable).with_name("vllm-probe")
+    result = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "vllm-probe 0.1.0"
 
 
