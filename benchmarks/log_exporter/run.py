@@ -3,16 +3,21 @@
 
     .venv/bin/python benchmarks/log_exporter/run.py [--lines 1000000] [--repeat 3]
 
-1. Builds work/vllm-1m.log (gitignored) from the real vLLM 0.32.0 lines captured in
+1. Builds work/vllm-<lines>.log (gitignored) from the real vLLM 0.32.0 lines captured in
    tests/fixtures/logs/: server sessions, each a captured startup, then steady traffic
-   (captured access lines and stats lines, a stats line every ~40 access lines, 5xx at the
+   (captured access lines and stats lines, every 5th line a stats line, 5xx at 1/20 of the
    captured rate), then a captured ending (normal shutdown, engine kill -9, runtime
    allocation failure with its tracebacks); the startup-failure capture appears whole.
+   About 79% access lines, 20% stats lines, 1% other lines, the other lines in clusters
+   (startups, endings) as a server writes them.
 2. Runs both tools `--repeat` times each on it, alternating, and reports the median wall
    time (lines/s, MB/s) and peak RSS (GNU time's maximum resident set size of the tool).
-3. Runs both once more on the same lines shuffled (the fast path's worst case: failure
-   lines spread over every block instead of clustered as real incidents are).
-4. Runs the exporter on work/no-newline.bin: 256 MiB without a newline (bounded memory).
+3. The same on work/vllm-<lines>-spread.log: the same lines, the access and stats lines in
+   the same order, but each other line (startup, warnings, errors, tracebacks) moved to a
+   random place, their order kept: the 1% of other lines spread at random through the file,
+   one here and one there among the access lines, as in a long-running server's log.
+4. Runs both once more on the same lines shuffled (every line at a random place).
+5. Runs the exporter on work/no-newline.bin: 256 MiB without a newline (bounded memory).
 
 mtail runs benchmarks/log_exporter/vllm.mtail, generated from the same patterns.yaml by
 make_mtail.py (regenerated into work/ and compared with the committed copy first).
@@ -30,6 +35,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -41,6 +47,8 @@ GNU_TIME = Path("/usr/bin/time")
 ACCESS = re.compile(rb'^\S*INFO:\s+\S+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}')
 STATS = re.compile(rb"Avg prompt throughput: ")
 STARTUP_COMPLETE = b"Application startup complete."
+STATS_EVERY = 5  # every 5th traffic line is a stats line: 20% of the log
+TRAFFIC_LINES = (17_000, 33_000)  # per server session: other lines make about 1% of the log
 
 
 def lines_of(data: bytes) -> list[bytes]:
@@ -82,13 +90,14 @@ def build_input(path: Path, total_lines: int, seed: int = 20261129) -> dict[str,
         "vllm-0.32.0-cpu-startup-failed",
     ]
     rng = random.Random(seed)
-    written = {"lines": 0, "sessions": 0, "common": 0, "other": 0}
+    written = {"lines": 0, "sessions": 0, "access": 0, "stats": 0, "other": 0}
     with open(path, "wb") as out:
 
-        def emit(line: bytes, common: bool) -> bool:
+        def emit(line: bytes) -> bool:
             out.write(line)
             written["lines"] += 1
-            written["common" if common else "other"] += 1
+            kind = "access" if ACCESS.match(line) else "stats" if STATS.search(line) else "other"
+            written[kind] += 1
             return written["lines"] >= total_lines
 
         index = 0
@@ -98,22 +107,41 @@ def build_input(path: Path, total_lines: int, seed: int = 20261129) -> dict[str,
             written["sessions"] += 1
             startup, ending = split_capture(captures[name])
             for line in startup:
-                if emit(line, False):
+                if emit(line):
                     return written
             if not ending and STARTUP_COMPLETE not in b"".join(startup):
                 continue  # the startup failure: no traffic
-            for n in range(rng.randint(20_000, 40_000)):
-                if n % 40 == 39:
+            for n in range(rng.randint(*TRAFFIC_LINES)):
+                if n % STATS_EVERY == STATS_EVERY - 1:
                     line = rng.choice(stats)
                 elif rng.random() < error_rate / 20:  # a few 5xx, rarer than in the OOM burst
                     line = rng.choice(access_err)
                 else:
                     line = rng.choice(access_ok)
-                if emit(line, True):
+                if emit(line):
                     return written
             for line in ending:
-                if emit(line, bool(ACCESS.match(line) or STATS.search(line))):
+                if emit(line):
                     return written
+
+
+def is_common(line: bytes) -> bool:
+    return bool(ACCESS.match(line) or STATS.search(line))
+
+
+def build_spread(source: Path, path: Path, seed: int = 1129) -> int:
+    """source's lines with every other line (neither access nor stats) moved to a random
+    place, the order of each kind kept; returns the number of lines moved."""
+    lines = lines_of(source.read_bytes())
+    common = [line for line in lines if is_common(line)]
+    other = [line for line in lines if not is_common(line)]
+    del lines
+    places = set(random.Random(seed).sample(range(len(common) + len(other)), len(other)))
+    with open(path, "wb") as out:
+        next_common, next_other = iter(common), iter(other)
+        for index in range(len(common) + len(other)):
+            out.write(next(next_other) if index in places else next(next_common))
+    return len(other)
 
 
 def build_no_newline(path: Path, size: int) -> None:
@@ -129,20 +157,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(command: list[str], stdout_path: Path) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit status) of one process.
+class Timing(NamedTuple):
+    wall: float  # seconds
+    cpu: float  # user + system seconds of the tool (all its threads)
+    rss: int  # peak resident set size, bytes
+    status: int
 
-    Peak RSS comes from GNU time around the tool: wait4() on a direct child would also
-    count the pages of this (forked) benchmark process before the exec.
+
+def run(command: list[str], stdout_path: Path) -> Timing:
+    """Wall time, CPU time, peak RSS and exit status of one process.
+
+    CPU time and peak RSS come from GNU time around the tool: wait4() on a direct child
+    would also count the pages of this (forked) benchmark process before the exec. CPU time
+    is reported beside wall time because it moves less when other work shares the machine.
     """
-    rss_path = stdout_path.with_suffix(".rss")
-    timed = [str(GNU_TIME), "-f", "%M", "-o", str(rss_path), *command]
+    usage_path = stdout_path.with_suffix(".usage")
+    timed = [str(GNU_TIME), "-f", "%M %U %S", "-o", str(usage_path), *command]
     with open(stdout_path, "wb") as out, open(stdout_path.with_suffix(".stderr"), "wb") as err:
         started = time.perf_counter()
         status = subprocess.run(timed, stdout=out, stderr=err).returncode
         elapsed = time.perf_counter() - started
-    rss_kib = int(rss_path.read_text().split()[-1])
-    return elapsed, rss_kib * 1024, status
+    rss_kib, user, system = usage_path.read_text().split()[-3:]
+    return Timing(elapsed, float(user) + float(system), int(rss_kib) * 1024, status)
 
 
 def exporter_command(log: Path) -> list[str]:
@@ -167,6 +203,65 @@ def mtail_command(log: Path, progs: Path) -> list[str]:
     ]
 
 
+class ToolFailed(RuntimeError):
+    pass
+
+
+def compare(label: str, log: Path, progs: Path, repeat: int, lines: int) -> dict[str, Timing]:
+    """Both tools `repeat` times on log, alternating; prints each run and the medians, and
+    returns the median wall and CPU times (and the largest peak RSS) of each tool."""
+    size = log.stat().st_size
+    results: dict[str, list[Timing]] = {"vllm-log-exporter": [], "mtail": []}
+    for attempt in range(repeat):
+        for tool, command in (
+            ("vllm-log-exporter", exporter_command(log)),
+            ("mtail", mtail_command(log, progs)),
+        ):
+            out = WORK / f"{tool}-{label}.out"
+            timing = run(command, out)
+            if timing.status != 0:
+                raise ToolFailed(
+                    f"{tool} failed with status {timing.status}; see {out.with_suffix('.stderr')}"
+                )
+            results[tool].append(timing)
+            print(
+                f"  run {attempt + 1}: {tool:18} {timing.wall:7.3f} s  cpu {timing.cpu:7.3f} s  "
+                f"peak RSS {timing.rss / 2**20:6.1f} MiB"
+            )
+    medians = {}
+    for tool, runs in results.items():
+        median = Timing(
+            statistics.median(r.wall for r in runs),
+            statistics.median(r.cpu for r in runs),
+            max(r.rss for r in runs),
+            0,
+        )
+        medians[tool] = median
+        print(
+            f"{tool:18} median {median.wall:7.3f} s  cpu {median.cpu:7.3f} s  "
+            f"{lines / median.wall:12,.0f} lines/s  {size / median.wall / 1e6:8.1f} MB/s  "
+            f"peak RSS {median.rss / 2**20:6.1f} MiB"
+        )
+    exporter, mtail = medians["vllm-log-exporter"], medians["mtail"]
+    print(
+        f"ratio (mtail / exporter): wall time {mtail.wall / exporter.wall:.1f}x, "
+        f"cpu time {mtail.cpu / exporter.cpu:.1f}x"
+    )
+    print("events (exporter: incidents; mtail: raw matching lines):")
+    for tool in results:
+        found = re.findall(
+            rb'^vllm_log_events_total\{event="(\w+)"[^}]*\} (\S+)',
+            (WORK / f"{tool}-{label}.out").read_bytes(),
+            re.M,
+        )
+        print(f"  {tool:18} " + ", ".join(f"{k.decode()}={float(v):g}" for k, v in sorted(found)))
+    return medians
+
+
+def load_average() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
@@ -187,75 +282,43 @@ def main(argv: list[str] | None = None) -> int:
 
     log = WORK / f"vllm-{args.lines}.log"
     composition = build_input(log, args.lines)
-    size = log.stat().st_size
-    print(
-        f"input: {log.relative_to(REPO)}: {composition['lines']:,} lines, {size / 1e6:.1f} MB, "
-        f"{composition['sessions']} server sessions, {composition['other']:,} lines other than "
-        f"access/stats ({100 * composition['other'] / composition['lines']:.2f}%)"
-    )
-
-    results: dict[str, list[tuple[float, int]]] = {"vllm-log-exporter": [], "mtail": []}
-    for attempt in range(args.repeat):
-        for tool, command in (
-            ("vllm-log-exporter", exporter_command(log)),
-            ("mtail", mtail_command(log, progs)),
-        ):
-            elapsed, rss, status = run(command, WORK / f"{tool}.out")
-            if status != 0:
-                print(
-                    f"{tool} failed with status {status}; see {WORK / (tool + '.stderr')}",
-                    file=sys.stderr,
-                )
-                return 1
-            results[tool].append((elapsed, rss))
-            print(f"  run {attempt + 1}: {tool:18} {elapsed:7.3f} s  peak RSS {rss / 2**20:6.1f} MiB")
-
-    summary = {}
-    for tool, runs in results.items():
-        wall = statistics.median(r[0] for r in runs)
-        rss = max(r[1] for r in runs)
-        summary[tool] = wall
-        print(
-            f"{tool:18} median {wall:7.3f} s  {composition['lines'] / wall:12,.0f} lines/s  "
-            f"{size / wall / 1e6:8.1f} MB/s  peak RSS {rss / 2**20:6.1f} MiB"
-        )
-    print(f"ratio (mtail time / exporter time): {summary['mtail'] / summary['vllm-log-exporter']:.1f}x")
-    print("events (exporter: incidents; mtail: raw matching lines):")
-    for tool in results:
-        found = re.findall(
-            rb'^vllm_log_events_total\{event="(\w+)"[^}]*\} (\S+)',
-            (WORK / f"{tool}.out").read_bytes(),
-            re.M,
-        )
-        print(f"  {tool:18} " + ", ".join(f"{k.decode()}={float(v):g}" for k, v in sorted(found)))
-
-    # Worst case for the fast path: the same lines in random order, so failure lines are
-    # spread over every sub-block instead of clustering around incidents as in real logs.
+    spread = WORK / f"vllm-{args.lines}-spread.log"
+    moved = build_spread(log, spread)
     shuffled = WORK / f"vllm-{args.lines}-shuffled.log"
     lines = log.read_bytes().split(b"\n")[:-1]
     random.Random(7).shuffle(lines)
     shuffled.write_bytes(b"\n".join(lines) + b"\n")
     del lines
-    print("same lines, shuffled (failure lines in every 64 KiB sub-block):")
-    timings = {}
-    for tool, command in (
-        ("vllm-log-exporter", exporter_command(shuffled)),
-        ("mtail", mtail_command(shuffled, progs)),
-    ):
-        elapsed, rss, status = run(command, WORK / f"{tool}-shuffled.out")
-        timings[tool] = elapsed
+    total = composition["lines"]
+    print(f"load average before: {load_average()}")
+    print(
+        f"input: {log.relative_to(REPO)}: {total:,} lines, {log.stat().st_size / 1e6:.1f} MB, "
+        f"{composition['sessions']} server sessions; access {composition['access']:,} "
+        f"({100 * composition['access'] / total:.1f}%), stats {composition['stats']:,} "
+        f"({100 * composition['stats'] / total:.1f}%), other {composition['other']:,} "
+        f"({100 * composition['other'] / total:.2f}%)"
+    )
+    try:
+        clustered = compare("clustered", log, progs, args.repeat, total)
+        print(f"same lines, the {moved:,} other lines spread at random ({spread.relative_to(REPO)}):")
+        spread_out = compare("spread", spread, progs, args.repeat, total)
+        exporter_spread, exporter_clustered = spread_out["vllm-log-exporter"], clustered["vllm-log-exporter"]
         print(
-            f"  {tool:18} {elapsed:7.3f} s  {composition['lines'] / elapsed:12,.0f} lines/s  "
-            f"peak RSS {rss / 2**20:6.1f} MiB  status {status}"
+            f"spread / clustered, exporter: {exporter_spread.wall / exporter_clustered.wall:.2f}x the wall "
+            f"time, {exporter_spread.cpu / exporter_clustered.cpu:.2f}x the cpu time"
         )
-    print(f"  ratio: {timings['mtail'] / timings['vllm-log-exporter']:.1f}x")
+        print("same lines, shuffled (every line at a random place):")
+        compare("shuffled", shuffled, progs, 1, total)
+    except ToolFailed as exc:
+        print(exc, file=sys.stderr)
+        return 1
 
     blob = WORK / "no-newline.bin"
     build_no_newline(blob, args.no_newline_mib << 20)
-    elapsed, rss, status = run(exporter_command(blob), WORK / "no-newline.out")
+    timing = run(exporter_command(blob), WORK / "no-newline.out")
     print(
-        f"no newline, {args.no_newline_mib} MiB: vllm-log-exporter {elapsed:.3f} s, peak RSS "
-        f"{rss / 2**20:.1f} MiB, status {status}"
+        f"no newline, {args.no_newline_mib} MiB: vllm-log-exporter {timing.wall:.3f} s, peak RSS "
+        f"{timing.rss / 2**20:.1f} MiB, status {timing.status}"
     )
     oversized = re.search(
         rb"^vllm_log_oversized_lines_total (\S+)", (WORK / "no-newline.out").read_bytes(), re.M
@@ -263,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  vllm_log_oversized_lines_total {oversized.group(1).decode() if oversized else '?'}")
     mtail_version = subprocess.run([str(MTAIL), "--version"], capture_output=True, text=True)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, mtail {mtail_version.stdout.split()[2]}")
+    print(f"load average after: {load_average()}")
     return 0
 
 

@@ -112,19 +112,36 @@ def clean_line(raw: bytes) -> str:
     return text.rstrip("\r\n")
 
 
+UTF8_CHECK_BYTES = 64 * 1024
+"""Lines are checked for valid UTF-8 in pieces of about this size: a piece of ASCII (nearly
+all of a log) costs one C-speed test, and only the rare pieces holding other bytes (vLLM's
+logo, progress bars, bad bytes) are decoded, so the cost does not depend on where in the
+log those lines stand."""
+
+
 def count_undecodable(region: bytes) -> int:
-    """Lines of region that are not valid UTF-8 (fast when the whole region is valid)."""
+    """Lines of region that are not valid UTF-8 (region: whole lines, as the assembler
+    emits them)."""
     if region.isascii():
         return 0
-    try:
-        region.decode("utf-8")
-        return 0
-    except UnicodeDecodeError:
-        pass
     bad = 0
-    for line in region.split(b"\n"):
+    size = len(region)
+    begin = 0
+    while begin < size:
+        end = region.find(b"\n", min(begin + UTF8_CHECK_BYTES, size) - 1)
+        end = size if end < 0 else end + 1
+        piece = region[begin:end]
+        begin = end
+        if piece.isascii():
+            continue
         try:
-            line.decode("utf-8")
+            piece.decode("utf-8")
+            continue
         except UnicodeDecodeError:
-            bad += 1
+            pass
+        for line in piece.split(b"\n"):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                bad += 1
     return bad

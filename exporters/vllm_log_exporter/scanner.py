@@ -5,20 +5,28 @@ each line in Python would cap throughput far below what a sidecar should cost, s
 scanner works on whole blocks with C-speed bytes methods and hands only *candidate*
 lines to the per-line code:
 
-* Each block is cut into sub-blocks of about 64 KiB. If a sub-block's lines are all access
-  or stats lines (three `bytes.count` calls tell), only the anchors that can occur in such
-  lines are searched: `" 5` (a 5xx response) and `Preemptions: `.
-* Otherwise every pattern anchor (a literal each pattern's regex requires) is searched
-  with `bytes.find`; a line holding any anchor is a candidate.
+* The anchors that can occur in access or stats lines, `" 5` (a 5xx response) and
+  `Preemptions: `, are searched in the whole block with `bytes.find`.
+* The block is cut into sub-blocks of about 4 KiB. Three `bytes.count` calls tell whether
+  a sub-block's lines are all access or stats lines (a *clean* sub-block): then it is done.
+* A *dirty* sub-block (it holds other lines too: startup, warnings, failures, tracebacks)
+  needs every other pattern anchor, but only in its other lines. Searching the sub-block
+  once per anchor would cost the number of anchors times the bytes, so a log whose other
+  lines stand one by one among the access lines, every sub-block dirty, would cost several
+  times one where they come in clusters. Instead the sub-block is split into lines once, a
+  list comprehension keeps the lines that hold neither the access mark nor the stats
+  anchor (C-speed `in` tests), and only those few lines are tested for the anchors: one
+  pass over the bytes, whatever the number of anchors. Small sub-blocks keep that pass to
+  the neighbourhood of the other lines.
 * Stats lines only update gauges, so only the last one per engine matters: one `rfind`
   finds it. Lines with `Preemptions:` are always candidates (their counts add up).
 
 Candidates come back in file order, because the event rules depend on order.
 
-The clean-sub-block test counts marks, not lines: a failure line that happened to contain
-` HTTP/1.` in a sub-block whose every other line is an access or stats line would only be
-searched for the two clean anchors. vLLM's failure lines do not contain that text, and a
-failure rarely comes alone (its traceback and repeats make the sub-block dirty anyway).
+A line is an access or stats line when it holds ` HTTP/1.` or the stats anchor; such a
+line is only ever searched for the two anchors above, wherever it stands. (vLLM's failure
+lines do not contain that text; access lines carry request-controlled text, which only the
+access pattern may look at anyway.)
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from collections.abc import Iterator
 
 from .patterns import STATS_ANCHOR, PatternSet
 
-SUB_BLOCK_BYTES = 64 * 1024
+SUB_BLOCK_BYTES = 4 * 1024
 
 _ACCESS_MARK = b" HTTP/1."  # in every uvicorn access line (h11 speaks HTTP/1.0 and 1.1)
 _PREEMPTIONS = b"Preemptions: "
@@ -42,37 +50,53 @@ class Scanner:
         self._stats = STATS_ANCHOR.encode("utf-8")
         # Stats lines are handled by the rfind below, not by their anchor.
         self._anchors = tuple(a for a in anchors if a != self._stats) + (_PREEMPTIONS,)
-        # Anchors that can occur in an access or stats line; enough for a clean sub-block.
+        # Anchors that can occur in an access or stats line: searched in every sub-block.
         self._clean_anchors = tuple(a for a in (_SERVER_ERROR, _PREEMPTIONS) if a in self._anchors)
+        # The rest: searched only in the other lines of a dirty sub-block.
+        self._other_anchors = tuple(a for a in self._anchors if a not in self._clean_anchors)
 
     def candidates(self, region: bytes) -> Iterator[bytes]:
         """Candidate lines of region (whole lines, each ending in b"\\n"), in order."""
         starts: set[int] = set()
+        for anchor in self._clean_anchors:
+            self._add_lines_holding(region, anchor, starts)
         size = len(region)
+        mark, stats, count = _ACCESS_MARK, self._stats, region.count
         begin = 0
         while begin < size:
             end = region.find(b"\n", min(begin + SUB_BLOCK_BYTES, size) - 1)
             end = size if end < 0 else end + 1
-            self._scan_sub_block(region, begin, end, starts)
+            if count(b"\n", begin, end) != count(mark, begin, end) + count(stats, begin, end):
+                self._scan_other_lines(region, begin, end, starts)
             begin = end
         self._add_last_stats_lines(region, starts)
         for start in sorted(starts):
             stop = region.find(b"\n", start)
             yield region[start : stop if stop >= 0 else size]
 
-    def _scan_sub_block(self, region: bytes, begin: int, end: int, starts: set[int]) -> None:
-        lines = region.count(b"\n", begin, end)
-        common = region.count(_ACCESS_MARK, begin, end) + region.count(self._stats, begin, end)
-        anchors = self._clean_anchors if common == lines else self._anchors
-        for anchor in anchors:
-            at = region.find(anchor, begin, end)
-            while at >= 0:
-                start = region.rfind(b"\n", 0, at) + 1
-                stop = region.find(b"\n", at, end)
-                starts.add(start)
-                if stop < 0:
+    @staticmethod
+    def _add_lines_holding(region: bytes, anchor: bytes, starts: set[int]) -> None:
+        at = region.find(anchor)
+        while at >= 0:
+            starts.add(region.rfind(b"\n", 0, at) + 1)
+            stop = region.find(b"\n", at)
+            if stop < 0:
+                break
+            at = region.find(anchor, stop)
+
+    def _scan_other_lines(self, region: bytes, begin: int, end: int, starts: set[int]) -> None:
+        mark, stats, anchors = _ACCESS_MARK, self._stats, self._other_anchors
+        others = [line for line in region[begin:end].split(b"\n") if mark not in line and stats not in line]
+        at = begin  # a line start: where the next other line is looked for
+        for line in others:
+            for anchor in anchors:
+                if anchor in line:
                     break
-                at = region.find(anchor, stop, end)
+            else:
+                continue
+            at = _line_start(region, line, at, end)
+            starts.add(at)
+            at += len(line) + 1
 
     def _add_last_stats_lines(self, region: bytes, starts: set[int]) -> None:
         anchor = self._stats
@@ -96,3 +120,15 @@ class Scanner:
         while at >= 0:  # several engines (data parallel): every stats line is a candidate
             starts.add(region.rfind(b"\n", 0, at) + 1)
             at = region.find(anchor, at + len(anchor))
+
+
+def _line_start(region: bytes, line: bytes, at: int, end: int) -> int:
+    """Start of the first line equal to `line` at or after the line start `at`.
+
+    The other lines are visited in order and a line equal to this one is itself an other
+    line holding the same anchor, so the first match is the line wanted.
+    """
+    if region.startswith(line + b"\n", at):
+        return at
+    # The line does not start at `at`, so a newline precedes it, at or after at - 1.
+    return region.find(b"\n" + line + b"\n", max(at - 1, 0), end) + 1

@@ -82,6 +82,30 @@ def test_undecodable_lines_are_counted_per_line() -> None:
     assert count_undecodable(b"ok\nbad \xff\xfe\nalso bad \xc3\nfine \xc3\xa9\n") == 2
 
 
+def test_undecodable_lines_are_found_wherever_they_stand_in_a_large_region() -> None:
+    """The check decodes only the pieces that are not ASCII: bad lines at the start, the end
+    and around the piece boundaries are all counted, good non-ASCII lines never."""
+    ascii_line = b'INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK\n'
+    lines = [ascii_line] * 5000
+    for position in (0, 1, 1200, 1201, 2500, 4999):
+        lines[position] = b"bad \xc3 line\n"
+    for position in (7, 1202, 3000):
+        lines[position] = "logo \u2588 line\n".encode()
+    region = b"".join(lines)
+    assert len(region) > 4 * 64 * 1024
+    expected = sum(1 for line in lines if not _decodes(line))
+    assert expected == 6
+    assert count_undecodable(region) == expected
+
+
+def _decodes(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize(
     ("line", "when", "message"),
     [

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from vllm_log_exporter.lines import clean_line
+from vllm_log_exporter.patterns import STATS_ANCHOR, load_patterns
 from vllm_log_exporter.pipeline import Pipeline
 from vllm_log_exporter.records import parse_line
 from vllm_log_exporter.scanner import SUB_BLOCK_BYTES, Scanner
@@ -11,6 +16,7 @@ from vllm_log_exporter.scanner import SUB_BLOCK_BYTES, Scanner
 from .helpers import LOGS, FakeClock, feed_text, make_pipeline
 
 ALL_LOGS = sorted(LOGS.glob("*.log"))
+ACCESS_OK = b'INFO:     127.0.0.1:51234 - "POST /v1/completions HTTP/1.1" 200 OK\n'
 
 
 def naive(data: bytes) -> Pipeline:
@@ -41,6 +47,60 @@ def test_fast_path_equals_every_line(log) -> None:
     fast = make_pipeline()
     feed_text(fast, data)
     assert summary(fast) == summary(naive(data))
+
+
+def spread(data: bytes, every: int, seed: int = 13) -> bytes:
+    """The log's lines in their order, with successful access lines dropped in between at
+    random, about `every` of them per log line: each line then stands alone among access
+    lines instead of beside its neighbours."""
+    rng = random.Random(seed)
+    out = []
+    for line in data.split(b"\n")[:-1]:
+        out.append(ACCESS_OK * rng.randint(0, 2 * every))
+        out.append(line + b"\n")
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("log", ALL_LOGS, ids=lambda p: p.name)
+def test_spreading_the_lines_among_access_lines_changes_no_count(log) -> None:
+    """Access lines that answered 200 count nothing; a failure or lifecycle line alone in a
+    sub-block of access lines must be found as surely as one inside its traceback."""
+    data = log.read_bytes()
+    spread_out = spread(data, every=60)
+    assert len(spread_out) > 20 * SUB_BLOCK_BYTES
+    fast = make_pipeline()
+    feed_text(fast, spread_out)
+    events, failures, stats, lines = summary(fast)
+    reference = summary(naive(data))
+    assert (events, failures, stats) == reference[:3]
+    assert lines == spread_out.count(b"\n")
+
+
+PATTERNS = load_patterns()
+ANCHORS = tuple(a.encode() for a in PATTERNS.anchors if a != STATS_ANCHOR) + (b"Preemptions: ",)
+REAL_LINES = sorted({line + b"\n" for p in ALL_LOGS for line in p.read_bytes().split(b"\n") if line})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(REAL_LINES), st.just(ACCESS_OK), st.just(ACCESS_OK * 40)),
+        max_size=300,
+    )
+)
+def test_candidates_are_exactly_the_lines_holding_an_anchor(lines: list[bytes]) -> None:
+    """For real vLLM lines (no access or stats line holds a failure anchor), the fast path
+    yields exactly the lines that hold an anchor, in order, repeated lines included,
+    wherever they stand; besides those only the last stats line(s) of the block."""
+    region = b"".join(lines)
+    expected = [line.rstrip(b"\n") for line in b"".join(lines).split(b"\n")[:-1] if _holds_anchor(line)]
+    found = list(Scanner(PATTERNS).candidates(region))
+    assert [c for c in found if _holds_anchor(c)] == expected
+    assert all(STATS_ANCHOR.encode() in c for c in found if not _holds_anchor(c))
+
+
+def _holds_anchor(line: bytes) -> bool:
+    return any(anchor in line for anchor in ANCHORS)
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 333, 4096, SUB_BLOCK_BYTES + 3, 1 << 20])
