@@ -15,9 +15,9 @@ running fills its disk. This wrapper:
 * copies vLLM's combined stdout and stderr to its own stdout (`docker logs` keeps working)
   and to --log-file, which it renames to --log-file.1 (shifting older copies up to
   --backups, the oldest dropped) once the file holds --max-bytes. Rotation happens only
-  at the end of a line, so the log exporter never sees a line cut in two; a single line
-  longer than --max-bytes is cut once the file reaches twice that size, which bounds the
-  disk at (backups + 1) x 2 x max-bytes in the worst case;
+  at the end of a line, so the log exporter never sees a line cut in two; only a single
+  line longer than --max-bytes is cut, when the file reaches twice that size. No file
+  exceeds 2 x max-bytes: the disk holds at most (backups + 1) x 2 x max-bytes;
 * reads vLLM's API key from --api-key-file and hands it to vLLM as VLLM_API_KEY, so the
   key never appears in a command line, in `docker inspect` or in the compose file.
 
@@ -64,7 +64,7 @@ def warn(message: str) -> None:
 
 
 class RotatingLog:
-    """An append-only log file rotated by size, at line boundaries, by rename."""
+    """An append-only log file rotated by size, at line ends, by rename."""
 
     def __init__(self, path: str, max_bytes: int, backups: int) -> None:
         self.path = path
@@ -72,16 +72,21 @@ class RotatingLog:
         self.backups = backups
         self.fd: int | None = None
         self.size = 0
-        self.failing = False  # a write error was reported; report the next one after a success
+        self.at_line_end = True  # the file is empty or ends with a newline
+        self.failing = False  # an error was reported; the next one is after a success
         self._open()
 
     def _open(self) -> None:
         try:
-            # 0644: the log exporter reads it as another user.
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            directory = os.path.dirname(self.path)
+            if directory:
+                os.makedirs(directory, exist_ok=True)
+            # 0644: the log exporter reads it as another user. Read-write: pread of the last byte.
+            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
             self.size = os.fstat(self.fd).st_size
+            self.at_line_end = self.size == 0 or os.pread(self.fd, 1, self.size - 1) == b"\n"
         except OSError as exc:
-            self.fd = None
+            self.close()
             self._failed(f"cannot open {self.path}: {exc.strerror}; vLLM's output still goes to stdout")
 
     def write(self, data: bytes) -> None:
@@ -90,19 +95,22 @@ class RotatingLog:
                 self._open()
                 if self.fd is None:
                     return
+            full = self.size >= self.max_bytes and self.at_line_end
+            if full or self.size >= 2 * self.max_bytes:  # the latter: a line longer than the limit
+                if not self.rotate():
+                    self._write(data)
+                    return
+                continue
             if self.size + len(data) < self.max_bytes:
                 self._write(data)
                 return
-            # The first line end at or after the limit closes this file.
+            # Up to the first line end at or after the limit, or, inside a line that
+            # outgrows twice the limit, up to that size.
+            room = 2 * self.max_bytes - self.size
             end = data.find(b"\n", max(0, self.max_bytes - self.size - 1))
-            if end < 0:
-                self._write(data)
-                if self.size >= 2 * self.max_bytes:
-                    self.rotate()  # one line longer than the limit: cut it rather than grow
-                return
-            self._write(data[: end + 1])
-            self.rotate()
-            data = data[end + 1 :]
+            cut = end + 1 if 0 <= end < room else min(len(data), room)
+            self._write(data[:cut])
+            data = data[cut:]
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -112,22 +120,31 @@ class RotatingLog:
                 view = view[os.write(self.fd, view) :]
         except OSError as exc:
             self._failed(f"cannot write {self.path}: {exc.strerror}; vLLM's output still goes to stdout")
-            return
+        else:
+            self.failing = False
         finally:
-            self.size += len(data) - len(view)
-        self.failing = False
+            written = len(data) - len(view)
+            self.size += written
+            if written:
+                self.at_line_end = data[written - 1 : written] == b"\n"
 
-    def rotate(self) -> None:
+    def rotate(self) -> bool:
+        """PATH -> PATH.1 -> ... -> PATH.<backups> (dropped); False if a rename failed."""
         self.close()
+        done = True
         try:
             for index in range(self.backups - 1, 0, -1):
                 older = f"{self.path}.{index}"
                 if os.path.exists(older):
                     os.replace(older, f"{self.path}.{index + 1}")
             os.replace(self.path, f"{self.path}.1")
+        except FileNotFoundError:
+            pass  # someone removed the file: nothing to keep
         except OSError as exc:
-            self._failed(f"cannot rotate {self.path}: {exc.strerror}")
+            self._failed(f"cannot rotate {self.path}: {exc.strerror}; the file grows past --max-bytes")
+            done = False
         self._open()
+        return done
 
     def _failed(self, message: str) -> None:
         if not self.failing:
@@ -219,9 +236,6 @@ def run(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.api_key_file:
         env["VLLM_API_KEY"] = read_api_key(args.api_key_file)
-    directory = os.path.dirname(args.log_file)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
     log = RotatingLog(args.log_file, args.max_bytes, args.backups)
 
     pending: list[int] = []
@@ -265,9 +279,10 @@ def run(args: argparse.Namespace) -> int:
         data = os.read(pipe, READ_SIZE)
         if not data:
             break  # every writer closed the pipe
+        # The file first: the log exporter reads it even while a slow console blocks us.
+        log.write(data)
         if stdout_open:
             stdout_open = write_all(1, data)
-        log.write(data)
     log.close()
     code = child.wait()
     return 128 - code if code < 0 else code

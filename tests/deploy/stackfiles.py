@@ -181,3 +181,27 @@ def k8s_documents(*names: str) -> list[dict[str, Any]]:
 
 def deep_copy(doc: Any) -> Any:
     return copy.deepcopy(doc)
+
+
+def map_paths(words: list[str], paths: Mapping[str, str]) -> list[str]:
+    """Container paths in a command line (`PATH` or `--flag=PATH`) replaced by local ones:
+    whole path components only, the longest container path first, once per word."""
+    out = []
+    for word in words:
+        flag, eq, value = word.partition("=") if word.startswith("-") else ("", "", word)
+        for container in sorted(paths, key=len, reverse=True):
+            if value == container or value.startswith(container.rstrip("/") + "/"):
+                value = paths[container] + value[len(container) :]
+                break
+        out.append(f"{flag}{eq}{value}")
+    return out
+
+
+def volume_sources(service: Mapping[str, Any], volumes_root: Path) -> dict[str, str]:
+    """container path -> local path for a service's volumes: bind mounts from the checkout,
+    named volumes as folders under volumes_root."""
+    paths = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        paths[target] = str(REPO / source) if source.startswith("./") else str(volumes_root / source)
+    return paths

@@ -1,0 +1,106 @@
+"""The compose file's command lines and healthchecks, run for real outside Docker.
+
+Prometheus and Alertmanager (Debian's binaries) start with exactly the flags of their
+services, container paths mapped to the checkout; their healthcheck commands answer 0
+while they serve; Prometheus applies both retention limits and refuses the lifecycle API.
+The exporter's and the probe's healthchecks answer 0 on a running process and fail when
+nothing listens, so an unhealthy container is reported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.exporter.helpers import ExporterProcess
+from tests.support.monitoring import _start, _wait_ready, binary
+from tests.support.vllm_server import free_port, http_get
+
+from .stackfiles import map_paths, stacks, volume_sources
+
+pytestmark = pytest.mark.prometheus
+SERVICES = stacks()["docker-compose.yml"]["services"]
+BINARIES = {"prometheus": "prometheus", "alertmanager": "prometheus-alertmanager"}
+PORTS = {"prometheus": "9090", "alertmanager": "9093", "vllm-log-exporter": "9400", "vllm-probe": "9401"}
+
+
+def healthcheck(service: str, port: int) -> list[str]:
+    """The service's healthcheck command with its port mapped to the one the test uses."""
+    test = SERVICES[service]["healthcheck"]["test"]
+    assert test[0] == "CMD", test
+    words = [w.replace(f"127.0.0.1:{PORTS[service]}", f"127.0.0.1:{port}") for w in test[1:]]
+    return [sys.executable if w in ("python", "python3") else w for w in words]
+
+
+@pytest.mark.parametrize("service", ["prometheus", "alertmanager"])
+def test_the_services_command_line_runs_and_its_healthcheck_passes(service, tmp_path):
+    port = free_port()
+    flags = map_paths(SERVICES[service]["command"], volume_sources(SERVICES[service], tmp_path))
+    for data in ("prometheus-data", "alertmanager-data"):
+        (tmp_path / data).mkdir()
+    command = [binary(BINARIES[service]), *flags, f"--web.listen-address=127.0.0.1:{port}"]
+    log = tmp_path / f"{service}.log"
+    process = _start(command, log)
+    try:
+        _wait_ready(f"http://127.0.0.1:{port}/-/ready", process, log)
+        check = subprocess.run(healthcheck(service, port), capture_output=True, timeout=30)
+        assert check.returncode == 0, check.stderr
+        if service == "prometheus":
+            flags_now = json.loads(http_get(f"http://127.0.0.1:{port}/api/v1/status/flags")[1])["data"]
+            assert flags_now["storage.tsdb.retention.time"] == "15d"
+            assert flags_now["storage.tsdb.retention.size"] == "10GiB"  # its units are powers of 2
+            # Without --web.enable-lifecycle nobody can shut it down or reload it over HTTP.
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/-/quit", method="POST")
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            refused.value.close()
+            assert refused.value.code == 403
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert subprocess.run(healthcheck(service, port), capture_output=True, timeout=30).returncode != 0
+
+
+def test_the_exporter_healthcheck(tmp_path):
+    port = free_port()
+    exporter = ExporterProcess(f"--log-file={tmp_path / 'vllm.log'}", port=port)
+    try:
+        exporter.metrics()
+        assert subprocess.run(healthcheck("vllm-log-exporter", port), timeout=30).returncode == 0
+    finally:
+        exporter.close()
+    failed = subprocess.run(healthcheck("vllm-log-exporter", port), capture_output=True, timeout=30)
+    assert failed.returncode != 0
+
+
+def test_the_probe_healthcheck(tmp_path):
+    """The probe serves /metrics before its first probe, so a vLLM still loading its model
+    leaves the probe container healthy (it reports the failures instead)."""
+    port = free_port()
+    probe = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vllm_probe",
+            f"--target=http://127.0.0.1:{free_port()}",  # nothing there
+            "--model=tiny-llama",
+            f"--listen=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline_checks = 0
+        while (
+            subprocess.run(healthcheck("vllm-probe", port), capture_output=True, timeout=30).returncode != 0
+        ):
+            deadline_checks += 1
+            assert probe.poll() is None and deadline_checks < 100, "the probe never served /metrics"
+    finally:
+        probe.terminate()
+        probe.wait(timeout=30)
+    assert subprocess.run(healthcheck("vllm-probe", port), capture_output=True, timeout=30).returncode != 0
