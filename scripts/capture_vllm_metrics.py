@@ -3,10 +3,13 @@
 Starts the real server (tests/support/vllm_server.py) with the tiny local model and
 saves its /metrics when idle and after a little traffic (including request errors):
 
-    python scripts/capture_vllm_metrics.py
+    python scripts/capture_vllm_metrics.py             # the plain server
+    python scripts/capture_vllm_metrics.py spec-decode # n-gram speculative decoding on
+    python scripts/capture_vllm_metrics.py data-parallel
 
-writes tests/fixtures/metrics/vllm-<release>-cpu-{idle,traffic}.prom. Run it again to
-refresh the fixtures after changing the vLLM release the tests use.
+writes tests/fixtures/metrics/vllm-<release>-cpu-{idle,traffic}.prom (plain) or
+vllm-<release>-cpu-<feature>.prom. Run it again to refresh the fixtures after changing the
+vLLM release the tests use.
 """
 
 from __future__ import annotations
@@ -24,8 +27,33 @@ from tests.support.vllm_server import VLLM_VERSION, VllmServer, http_get, send_t
 OUT = ROOT / "tests" / "fixtures" / "metrics"
 
 
+# Server flags per feature capture. The n-gram proposer needs no draft model, so the CPU
+# build with the tiny model really speculates (and exposes vllm:spec_decode_*).
+FEATURES = {
+    "spec-decode": [
+        "--speculative-config",
+        '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}',
+    ],
+    "data-parallel": ["--data-parallel-size", "2"],
+}
+
+
+def capture_feature(feature: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp, VllmServer(Path(tmp) / "vllm.log", FEATURES[feature]) as server:
+        # Repetitive prompts give the n-gram proposer something to propose from.
+        counts = send_traffic(server, requests=8, errors=False, prompt="one two three one two three one two")
+        time.sleep(2)
+        status, busy = http_get(server.metrics_url)
+        assert status == 200, status
+        (OUT / f"vllm-{VLLM_VERSION}-cpu-{feature}.prom").write_text(busy)
+        print(f"captured vLLM {VLLM_VERSION} with {feature} (ready in {server.started_in:.1f}s), traffic {counts}")
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
+    if len(sys.argv) > 1:
+        capture_feature(sys.argv[1])
+        return
     with tempfile.TemporaryDirectory() as tmp, VllmServer(Path(tmp) / "vllm.log") as server:
         status, idle = http_get(server.metrics_url)
         assert status == 200, status

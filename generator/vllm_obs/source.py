@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .catalog import Catalog, ReleaseInfo
 from .errors import BundleError
+from .platforms import Naming, Platform, recognise
 from .releases import minor_of, release_text
 
 # Families that matter to the bundle. process_* vanish in multiprocess mode
@@ -52,6 +53,8 @@ class MetricSource:
     engine: str
     summary: str  # one line: what the source is and what it looks like
     releases: tuple[ReleaseInfo, ...] = ()  # catalog releases the source matches (none: newer)
+    platform: str | None = None  # key in catalog/platforms.yaml of the platform that serves vLLM
+    identity: tuple[str, ...] = ()  # labels telling servers apart behind one target (Ray: ReplicaId)
 
     def has(self, name: str) -> bool:
         return name in self.families
@@ -111,20 +114,38 @@ def from_exposition(text: str, origin: str, catalog: Catalog) -> MetricSource:
             "the vLLM /metrics page again unmodified."
         ) from None
 
-    families, declared_only = _families(parsed, origin)
+    naming = recognise(
+        (_query_name(m) for m in parsed),
+        {key for m in parsed for sample in m.samples for key in sample.labels},
+        catalog.metrics,
+        origin,
+    )
+    families, declared_only = _families(parsed, origin, naming)
     if not any(name.startswith("vllm:") for name in families):
-        hint = ""
-        if any(f.name.startswith(("ray_vllm", "vllm_")) for f in parsed):
-            hint = " (it has Ray-renamed vllm_ series; scrape the vLLM API server itself)"
         raise BundleError(
-            f"{origin} has no vllm: series{hint}; point at a vLLM server's /metrics after it has started."
+            f"{origin} has no vllm: series; point at a vLLM server's /metrics after it has started."
         )
     guess = guess_engine(families, catalog)
-    families.update(_populated_later(declared_only, guess, catalog))
-    summary = f"{origin} ({guess.describe()})"
+    families.update(_populated_later(declared_only, guess, catalog, naming))
+    platform = naming.platform
+    summary = f"{origin} ({platform.title + ', ' if platform else ''}{guess.describe()})"
     return MetricSource(
-        origin=origin, families=families, engine=guess.engine, summary=summary, releases=guess.releases
+        origin=origin,
+        families=families,
+        engine=guess.engine,
+        summary=summary,
+        releases=guess.releases,
+        platform=platform.key if platform else None,
+        identity=_identity(platform, families),
     )
+
+
+def _identity(platform: Platform | None, families: dict[str, Family]) -> tuple[str, ...]:
+    """The first of the platform's identity labels that the vLLM series carry."""
+    if platform is None:
+        return ()
+    seen = {label for name, f in families.items() if name.startswith("vllm:") for label in f.labels}
+    return next(((label,) for label in platform.identity if label in seen), ())
 
 
 def _first_line(exc: BaseException) -> str:
@@ -138,13 +159,20 @@ def _query_name(metric) -> str:
     return metric.name + "_total" if metric.type == "counter" else metric.name
 
 
-def _families(parsed: list, origin: str) -> tuple[dict[str, Family], set[str]]:
-    """The interesting families with samples, and those declared without any yet."""
+def _families(parsed: list, origin: str, naming: Naming) -> tuple[dict[str, Family], set[str]]:
+    """The interesting families with samples, and those declared without any yet.
+
+    Keyed by vLLM's own name; each Family keeps the name the source exposes, which is what
+    queries use. On a platform that renames (Ray), only the recognised vLLM series count:
+    its process_* series belong to the platform's agent, not to vLLM.
+    """
     families: dict[str, Family] = {}
     declared_only: set[str] = set()
+    renaming = naming.platform is not None and naming.platform.renames
     for metric in parsed:
-        name = _query_name(metric)
-        if not name.startswith(_INTERESTING_PREFIXES) or name.endswith("_created"):
+        exposed = _query_name(metric)
+        name = naming.to_native.get(exposed) if renaming else exposed
+        if name is None or not name.startswith(_INTERESTING_PREFIXES) or name.endswith("_created"):
             continue
         if not metric.samples:
             declared_only.add(name)
@@ -160,7 +188,7 @@ def _families(parsed: list, origin: str) -> tuple[dict[str, Family], set[str]]:
         if metric.type == "histogram":
             buckets = _histogram_bounds(metric, origin)
         families[name] = Family(
-            name=name,
+            name=exposed,
             type=metric.type if metric.type in ("counter", "gauge", "histogram") else "gauge",
             labels=frozenset(labels),
             buckets=buckets,
@@ -169,7 +197,9 @@ def _families(parsed: list, origin: str) -> tuple[dict[str, Family], set[str]]:
     return families, declared_only
 
 
-def _populated_later(declared_only: set[str], guess: EngineGuess, catalog: Catalog) -> dict[str, Family]:
+def _populated_later(
+    declared_only: set[str], guess: EngineGuess, catalog: Catalog, naming: Naming
+) -> dict[str, Family]:
     """Declared-but-empty families that the server fills in as soon as traffic arrives.
 
     http_requests_total, for one, has no sample until the first API request. A family
@@ -184,7 +214,7 @@ def _populated_later(declared_only: set[str], guess: EngineGuess, catalog: Catal
             out.setdefault(
                 name,
                 Family(
-                    name=name,
+                    name=naming.exposed(name),
                     type=spec.type,
                     labels=frozenset(label for label in spec.labels if label != "*"),
                     buckets=spec.buckets,

@@ -184,10 +184,12 @@ def test_exposition_without_vllm_series(capsys, existing_bundle, tmp_path):
     assert "has no vllm: series" in run_failing(capsys, existing_bundle, "--metrics-file", str(saved))
 
 
-def test_ray_renamed_series_get_a_hint(capsys, existing_bundle, tmp_path):
-    saved = tmp_path / "ray.prom"
-    saved.write_text("# TYPE ray_vllm_num_requests_running gauge\nray_vllm_num_requests_running 1\n")
-    assert "Ray" in run_failing(capsys, existing_bundle, "--metrics-file", str(saved))
+def test_series_renamed_by_an_unknown_platform_are_named(capsys, existing_bundle, tmp_path):
+    """Ray's renaming is understood (test_platforms.py); a renaming nobody documents is refused."""
+    saved = tmp_path / "renamed.prom"
+    saved.write_text("# TYPE myco_vllm_num_requests_running gauge\nmyco_vllm_num_requests_running 1\n")
+    line = run_failing(capsys, existing_bundle, "--metrics-file", str(saved))
+    assert "myco_vllm_num_requests_running" in line and "no known platform" in line
 
 
 def test_missing_metrics_file(capsys, existing_bundle, tmp_path):

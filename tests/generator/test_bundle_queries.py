@@ -21,11 +21,15 @@ from tests.support.bundles import dashboard_exprs, generate, recorded_names, rul
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
 CATALOG = Catalog.load()
 PROMETHEUS_OWN = {"up", "ALERTS"}
-EXPOSITIONS = sorted(FIXTURES.glob("*.prom")) + sorted((FIXTURES / "reference").glob("*.prom"))
+EXPOSITIONS = (
+    sorted(FIXTURES.glob("*.prom"))
+    + sorted((FIXTURES / "reference").glob("*.prom"))
+    + sorted((FIXTURES / "platforms").glob("*.prom"))
+)
 
 
 def exporter_series(tmp: Path) -> set[str]:
-    """What the real log exporter exposes, read from its own output."""
+    """What the real log exporter and the real canary probe expose, read from their own output."""
     empty = tmp / "empty.log"
     empty.write_text("")
     out = subprocess.run(
@@ -34,7 +38,14 @@ def exporter_series(tmp: Path) -> set[str]:
         text=True,
         check=True,
     ).stdout
-    names = {s.name for f in text_string_to_metric_families(out) for s in f.samples}
+    # One probe of a closed port: every probe series exists from the start, whatever the outcome.
+    probe = subprocess.run(
+        [sys.executable, "-m", "vllm_probe", "--target", "http://127.0.0.1:9", "--model", "m", "--once"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "vllm_probe_success" in probe, probe
+    names = {s.name for f in text_string_to_metric_families(out + probe) for s in f.samples}
     # Series that only appear once their first line is seen (the stats-line gauges).
     names |= {
         "vllm_log_requests_running",

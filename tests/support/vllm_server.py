@@ -240,7 +240,9 @@ class VllmServer:
         self.stop()
 
 
-def send_traffic(server: VllmServer, requests: int = 6, errors: bool = True) -> dict[str, int]:
+def send_traffic(
+    server: VllmServer, requests: int = 6, errors: bool = True, prompt: str = "Hello number {i}, how are you"
+) -> dict[str, int]:
     """A little real traffic: completions, chat, streaming, and (optionally) bad requests.
 
     Returns the HTTP status counts so callers can assert the traffic really happened.
@@ -251,7 +253,7 @@ def send_traffic(server: VllmServer, requests: int = 6, errors: bool = True) -> 
         counts[str(status)] = counts.get(str(status), 0) + 1
 
     for i in range(requests):
-        body = {"model": MODEL_NAME, "prompt": f"Hello number {i}, how are you", "max_tokens": 24}
+        body = {"model": MODEL_NAME, "prompt": prompt.format(i=i), "max_tokens": 24}
         record(http_post_json(server.url + "/v1/completions", body)[0])
     chat = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16}
     record(http_post_json(server.url + "/v1/chat/completions", chat)[0])

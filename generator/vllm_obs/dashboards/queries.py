@@ -16,7 +16,7 @@ class Filters:
     def __init__(self, res: Resolution, cfg: BundleConfig) -> None:
         self.res = res
         self.cfg = cfg
-        self.scope = scope_of(cfg)
+        self.scope = scope_of(cfg, res)
         extra = cfg.prometheus.extra_selector.strip()
         self._extra = f", {extra}" if extra else ""
         cluster = self.scope.cluster
@@ -30,7 +30,11 @@ class Filters:
     @property
     def per_replica(self) -> str:
         """`by` labels for one line per server (its cluster too, where names can repeat)."""
-        return by(self.scope.replica_labels)
+        return by(self.scope.server)
+
+    @property
+    def per_model(self) -> str:
+        return f"{self.per_replica}, model_name"
 
     @property
     def model(self) -> str:
@@ -72,8 +76,14 @@ class Filters:
     def exporter(self) -> str:
         return f'{{{self._cluster}{self.cfg.exporter_selector}, {self.replica_label}=~"$instance"}}'
 
+    @property
+    def gpu(self) -> str:
+        """The GPU recording rules: keyed by the vLLM instance using the GPU (and the cluster)."""
+        return f'{{{self._cluster}instance=~"$instance"}}'
+
     def variables(self, engine: bool = True) -> tuple[Variable, ...]:
-        """(cluster,) job, instance, model_name (and engine) read from a series every release has."""
+        """(cluster,) job, instance, model_name (and engine), read from a series every release has,
+        then the ad hoc filters (any other label, e.g. namespace or pod)."""
         anchor = next(
             self.res[k]
             for k in ("requests_running", "requests_waiting", "generation_tokens", "time_to_first_token")

@@ -63,7 +63,7 @@ def _traffic(n: Names, cfg: BundleConfig) -> str:
 
 
 def _latency(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
-    sc = scope_of(cfg)
+    sc = scope_of(cfg, res)
     a = cfg.alerts
     out = []
     for key, name, what, warn, crit, for_ in (
@@ -106,7 +106,7 @@ def _latency(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
 
 
 def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
-    sc = scope_of(cfg)
+    sc = scope_of(cfg, res)
     a = cfg.alerts
     out = []
     if "requests_waiting" in res.signals:
@@ -201,7 +201,7 @@ def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
 
 
 def _errors(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
-    sc = scope_of(cfg)
+    sc = scope_of(cfg, res)
     a = cfg.alerts
     out = []
     for severity, threshold in (("warning", a.error_ratio_warning), ("critical", a.error_ratio_critical)):
@@ -244,7 +244,7 @@ def _errors(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
 
 
 def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
-    sc = scope_of(cfg)
+    sc = scope_of(cfg, res)
     a = cfg.alerts
     up = selector("up", cfg.vllm_selector)
     out = []

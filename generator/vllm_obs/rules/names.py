@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import BundleConfig
+from ..signals import Resolution
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,16 @@ class Scope:
 
     replica: str = "instance"
     cluster: str | None = None
+    # Labels that tell servers apart behind one scrape target, on platforms that put several
+    # on one (a Ray node's metrics port serves every Serve replica on that node: ReplicaId).
+    identity: tuple[str, ...] = ()
 
     def _keep(self, *labels: str) -> tuple[str, ...]:
         return ((self.cluster,) if self.cluster else ()) + labels
 
     @property
     def instance_model(self) -> tuple[str, ...]:
-        return self._keep("job", self.replica, "model_name")
+        return self._keep("job", self.replica, *self.identity, "model_name")
 
     @property
     def fleet_model(self) -> tuple[str, ...]:
@@ -46,7 +50,13 @@ class Scope:
 
     @property
     def instance(self) -> tuple[str, ...]:
+        """A scrape target of a job: series without a model (HTTP counters, `up`)."""
         return self._keep("job", self.replica)
+
+    @property
+    def server(self) -> tuple[str, ...]:
+        """One server: its target, its identity behind the target, its cluster."""
+        return self._keep(self.replica, *self.identity)
 
     @property
     def target_model(self) -> tuple[str, ...]:
@@ -70,6 +80,7 @@ class Scope:
     def where(self) -> str:
         """'model on replica (in cluster)' for alert descriptions."""
         text = f"{{{{ $labels.model_name }}}} on {{{{ $labels.{self.replica} }}}}"
+        text += "".join(f" ({label} {{{{ $labels.{label} }}}})" for label in self.identity)
         return text + self.in_cluster
 
     @property
@@ -82,9 +93,11 @@ class Scope:
         return f" in cluster {{{{ $labels.{self.cluster} }}}}" if self.cluster else ""
 
 
-def scope_of(cfg: BundleConfig) -> Scope:
+def scope_of(cfg: BundleConfig, res: Resolution | None = None) -> Scope:
+    """The labels aggregations keep: the cluster (when on) and the source's server identity."""
     p = cfg.prometheus
-    return Scope(cluster=p.cluster_label if p.multi_cluster else None)
+    identity = res.source.identity if res is not None else ()
+    return Scope(cluster=p.cluster_label if p.multi_cluster else None, identity=identity)
 
 
 LATENCY_METRICS = {

@@ -24,6 +24,8 @@ from .names import scope_of
 MODEL = "llama-3-8b"
 REPLICA = "vllm-0:8000"
 NEIGHBOUR = "vllm-1:8000"
+# A server behind the neighbour's target (differs from NEIGHBOUR only where servers share targets).
+ELSEWHERE = "elsewhere"
 EXPORTER = "vllm-log-exporter-0:9400"
 PROBE = "vllm-probe-0:9401"
 SERVER_STATES = ("unknown", "starting", "loading", "ready", "stopping", "stopped", "failed_start", "dead")
@@ -74,19 +76,34 @@ class Inputs:
         self.res = res
         self.cfg = cfg
         self.base = {"job": cfg.prometheus.vllm_job, **equality_labels(cfg.prometheus.extra_selector)}
-        self.scope = scope_of(cfg)
+        self.scope = scope_of(cfg, res)
 
-    def at(self, who: str = REPLICA) -> dict[str, str]:
-        """Identity labels of a server (REPLICA or NEIGHBOUR).
+    def at_target(self, who: str = REPLICA) -> dict[str, str]:
+        """Labels of a scrape target (REPLICA or NEIGHBOUR).
 
         With multi-cluster on, the neighbour is the replica's namesake in another cluster, so
         every case that checks one replica against its neighbour also proves that an
         aggregation or a join never merges two clusters' servers of the same name.
         """
         sc = self.scope
+        who = NEIGHBOUR if who == ELSEWHERE else who
         if sc.cluster:
             return {sc.cluster: "east" if who == REPLICA else "west", sc.replica: REPLICA}
         return {sc.replica: who}
+
+    def at(self, who: str = REPLICA) -> dict[str, str]:
+        """Labels of a server. Where servers share a target (Ray: one node's metrics port for
+        all its replicas), the neighbour is another server behind the same target, so the
+        cases prove the identity label is never aggregated away."""
+        sc = self.scope
+        if not sc.identity:
+            return self.at_target(who)
+        out = self.at_target(ELSEWHERE if who == ELSEWHERE else REPLICA)
+        if sc.cluster:
+            out[sc.cluster] = self.at_target(who)[sc.cluster]
+        for label in sc.identity:
+            out[label] = "replica-0" if who == REPLICA else "replica-1"
+        return out
 
     def labels(
         self, instance: str = REPLICA, signal: Signal | None = None, engine: str = "0", **extra: str
@@ -107,9 +124,7 @@ class Inputs:
 
     def probe_labels(self, who: str = REPLICA, model: bool = True) -> dict[str, str]:
         """A canary probe's series about one server, as the probe scrape job relabels them."""
-        out = {"job": self.cfg.prometheus.probe_job, "probe_address": PROBE, **self.at(who)}
-        out.pop(self.scope.replica, None)
-        out["instance"] = REPLICA if self.scope.cluster else who
+        out = {"job": self.cfg.prometheus.probe_job, "probe_address": PROBE, **self.at_target(who)}
         if model:
             out["model_name"] = MODEL
         return out
@@ -133,9 +148,7 @@ class Inputs:
 
     def exporter_labels(self, who: str = REPLICA) -> dict[str, str]:
         """A log exporter's series, as its scrape job relabels them to the server's instance."""
-        out = {"job": self.cfg.prometheus.log_exporter_job, "exporter_address": EXPORTER, **self.at(who)}
-        out.pop(self.scope.replica, None)
-        out["instance"] = REPLICA if self.scope.cluster else who
+        out = {"job": self.cfg.prometheus.log_exporter_job, "exporter_address": EXPORTER, **self.at_target(who)}
         return out
 
     def server_state(self, case: Case, span: int, since: str, states: list[str], who: str = REPLICA) -> None:
@@ -435,12 +448,12 @@ def _errors(rules: list[Alert], io: Inputs) -> list[Case]:
                 labels = io.result()
             else:
                 http = io.res["http_requests"]
-                base = {**io.base, **io.at(REPLICA), "handler": "/v1/completions", "method": "POST"}
+                base = {**io.base, **io.at_target(REPLICA), "handler": "/v1/completions", "method": "POST"}
                 case.add(
                     series_text(http.name, {**base, "status": "2xx"}), f"0+{number(1000 - failed)}x{span}"
                 )
                 case.add(series_text(http.name, {**base, "status": "5xx"}), f"0+{number(failed)}x{span}")
-                labels = {"job": io.cfg.prometheus.vllm_job, **io.at(REPLICA)}
+                labels = {"job": io.cfg.prometheus.vllm_job, **io.at_target(REPLICA)}
             value = failed / 1000
             if firing:
                 case.checks = boundary(name, 1, a.errors_for, [Expect(r, labels, value) for r in firing])
@@ -482,12 +495,12 @@ def _target_down(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
     span = minutes(rule.for_) + 5
     down = Case(f"VllmTargetDown fires after {rule.for_} of failed scrapes, for that instance only")
-    down.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"0+0x{span}")
-    down.add(series_text("up", {**io.base, **io.at(NEIGHBOUR)}), f"1+0x{span}")
-    labels = {**io.base, **io.at(REPLICA)}
+    down.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"0+0x{span}")
+    down.add(series_text("up", {**io.base, **io.at_target(NEIGHBOUR)}), f"1+0x{span}")
+    labels = {**io.base, **io.at_target(REPLICA)}
     down.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 0)])
     up = Case("VllmTargetDown stays silent while scrapes succeed")
-    up.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"1+0x{span}")
+    up.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1+0x{span}")
     up.checks = [Check(span - 1, rule.name, [])]
     cases = [down, up]
     if io.cfg.prometheus.log_exporters:
@@ -500,13 +513,13 @@ def _target_down_lifecycle(rule: Alert, io: Inputs, labels: dict[str, str]) -> l
     a = io.cfg.alerts
     span = minutes(rule.for_) + 5
     starting = Case("VllmTargetDown stays silent while the log shows the server starting")
-    starting.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"0+0x{span}")
+    starting.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"0+0x{span}")
     io.server_state(starting, span, "0 60", ["unknown", "loading"])
     starting.checks = [Check(span - 1, rule.name, [])]
     grace = minutes(a.planned_stop_grace)
     long = grace + minutes(rule.for_) + 3
     stopped = Case(f"VllmTargetDown stays silent for {a.planned_stop_grace} after a planned stop, then fires")
-    stopped.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"1 0+0x{long}")
+    stopped.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1 0+0x{long}")
     # Stopped at t=60 s: quiet while time() - 60 < grace, so the condition returns at 1 + grace.
     io.server_state(stopped, long, "0 60", ["ready", "stopped"])
     stopped.checks = [Check(grace, rule.name, [])] + boundary(
@@ -525,7 +538,7 @@ def _absent(rules: list[Alert], io: Inputs) -> list[Case]:
             gone.add(series_text("up", {"job": "some-other-job", "instance": "x:1"}), f"1+0x{span}")
             gone.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, dict(io.base), 1)])
             there = Case("VllmMetricsAbsent (job) stays silent while the job's targets are scraped")
-            there.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"1+0x{span}")
+            there.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1+0x{span}")
             if running is not None:
                 io.gauge(there, running, 1, span)
             there.checks = [Check(span - 1, rule.name, [])]
@@ -534,10 +547,10 @@ def _absent(rules: list[Alert], io: Inputs) -> list[Case]:
             empty = Case(
                 f"VllmMetricsAbsent (target) fires when a scraped target has no vLLM series for {rule.for_}"
             )
-            empty.add(series_text("up", {**io.base, **io.at(REPLICA)}), f"1+0x{span}")
-            empty.add(series_text("up", {**io.base, **io.at(NEIGHBOUR)}), f"1+0x{span}")
-            io.gauge(empty, running, 1, span, instance=NEIGHBOUR)
-            labels = {**io.base, **io.at(REPLICA)}
+            empty.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1+0x{span}")
+            empty.add(series_text("up", {**io.base, **io.at_target(NEIGHBOUR)}), f"1+0x{span}")
+            io.gauge(empty, running, 1, span, instance=ELSEWHERE)
+            labels = {**io.base, **io.at_target(REPLICA)}
             empty.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 1)])
             cases.append(empty)
     # Both rules share the alert name: a case must expect every firing one.
@@ -553,7 +566,7 @@ def _log_event(event: str) -> Builder:
     def build(rules: list[Alert], io: Inputs) -> list[Case]:
         (rule,) = rules
         job = io.cfg.prometheus.log_exporter_job
-        labels = {"job": job, **io.at(REPLICA), "exporter_address": EXPORTER}
+        labels = {"job": job, **io.at_target(REPLICA), "exporter_address": EXPORTER}
         fire = Case(f"{rule.name} fires on the first evaluation after an {event} event, without waiting")
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):
             values = "0 0 0 1 1 1 1 1" if other == event else "0+0x7"
@@ -574,7 +587,7 @@ def _log_event(event: str) -> Builder:
 
 def _exporter_down(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
-    labels = {"job": io.cfg.prometheus.log_exporter_job, **io.at(REPLICA), "exporter_address": EXPORTER}
+    labels = {"job": io.cfg.prometheus.log_exporter_job, **io.at_target(REPLICA), "exporter_address": EXPORTER}
     span = minutes(rule.for_) + 5
     down = Case(f"VllmLogExporterDown fires after {rule.for_} of failed scrapes")
     down.add(series_text("up", labels), f"0+0x{span}")
@@ -619,7 +632,7 @@ def _probe_down(rules: list[Alert], io: Inputs) -> list[Case]:
     span = minutes(down_rule.for_) + minutes(io.cfg.alerts.hung_window) + 5
     up = {"job": io.cfg.prometheus.probe_job, "instance": PROBE, "probe_address": PROBE}
     if io.scope.cluster:
-        up[io.scope.cluster] = io.at(REPLICA)[io.scope.cluster]
+        up[io.scope.cluster] = io.at_target(REPLICA)[io.scope.cluster]
     down = Case(f"VllmProbeDown fires after {down_rule.for_} of failed scrapes of the probe")
     down.add(series_text("up", up), f"0+0x{span}")
     down.checks = boundary(down_rule.name, 0, down_rule.for_, [Expect(down_rule, up, 0)])
@@ -775,7 +788,7 @@ def _burn(key: str, objective: float) -> Builder:
 def _watchdog(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
     case = Case("Watchdog always fires")
-    case.add(series_text("up", {**io.base, **io.at(REPLICA)}), "1+0x3")
+    case.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), "1+0x3")
     case.checks = [Check(0, rule.name, [Expect(rule, {}, 1)]), Check(2, rule.name, [Expect(rule, {}, 1)])]
     return [case]
 

@@ -25,7 +25,7 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
     w = cfg.alerts.rate_window
     s = cfg.vllm_selector
     n = Names(w)
-    sc = scope_of(cfg)
+    sc = scope_of(cfg, res)
     out: list[Recording] = []
 
     def rate_of(name: str, *extra: str) -> str:

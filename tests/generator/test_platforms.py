@@ -1,0 +1,103 @@
+"""vLLM served by a platform that renames its series (Ray Serve LLM) or adds labels (KServe).
+
+The expositions are the real vLLM 0.32.0 capture rewritten by
+scripts/build_platform_expositions.py with the platforms' rules (constructed: no Ray cluster
+or KServe runs here). A bundle from each must be as complete as the plain server's, query
+the platform's names, keep its identity labels, and pass its promtool tests.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.generator.test_bad_input import run_failing
+from tests.generator.test_rules import check_and_test, promtool
+from tests.support.bundles import generate, rule_exprs
+
+pytestmark = pytest.mark.prometheus
+
+METRICS = Path(__file__).parent.parent / "fixtures" / "metrics"
+PLAIN = METRICS / "vllm-0.32.0-cpu-traffic.prom"
+PLATFORMS = {
+    "ray": ("Ray Serve LLM", METRICS / "platforms" / "vllm-0.32.0-cpu-traffic-ray.prom"),
+    "ray-colon": ("Ray Serve LLM", METRICS / "platforms" / "vllm-0.32.0-cpu-traffic-ray-colon.prom"),
+    "kserve": ("KServe", METRICS / "platforms" / "vllm-0.32.0-cpu-traffic-kserve.prom"),
+}
+
+
+def alerts(bundle: Path) -> set[tuple[str, str, str]]:
+    """(alert, severity, source label) of every alert rule."""
+    out = set()
+    for group in yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())["groups"]:
+        for rule in group["rules"]:
+            labels = rule["labels"]
+            out.add((rule["alert"], labels["severity"], labels.get("source", "")))
+    return out
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> Path:
+    return generate(tmp_path_factory.mktemp("plain") / "bundle", "--metrics-file", str(PLAIN))
+
+
+@pytest.mark.parametrize("key", sorted(PLATFORMS))
+def test_a_platform_bundle_is_complete_and_passes_its_promtool_tests(key, plain, tmp_path):
+    title, fixture = PLATFORMS[key]
+    bundle = generate(tmp_path / "bundle", "--metrics-file", str(fixture))
+    manifest = (bundle / ".vllm-obs-manifest.json").read_text()
+    assert f"({title}, engine v1, looks like vLLM 0.32.0 to 0.33.0)" in manifest
+    expected = alerts(plain)
+    if key.startswith("ray"):
+        # Requests reach vLLM through Ray Serve's ingress: there is no http_requests_total.
+        expected = {a for a in expected if a[2] != "http"}
+    assert alerts(bundle) == expected
+    check_and_test(bundle)
+
+
+@pytest.mark.parametrize("key", ["ray", "ray-colon"])
+def test_ray_bundles_query_ray_names_and_keep_the_replica(key, tmp_path):
+    bundle = generate(tmp_path / "bundle", "--metrics-file", str(PLATFORMS[key][1]))
+    prefix = "ray_vllm:" if key == "ray-colon" else "ray_vllm_"
+    exprs = rule_exprs(bundle)
+    vllm_names = {n for e in exprs.values() for n in re.findall(r"\b(?:ray_)?vllm[:_][a-z_:]+", e)}
+    own = {n for n in vllm_names if not n.startswith(("vllm_log_", "vllm_probe_", "vllm_"))}
+    assert own and all(n.startswith(prefix) for n in own), sorted(own)[:5]
+    quantile = next(
+        e
+        for k, e in exprs.items()
+        if k.endswith("job_instance_model:vllm_time_to_first_token_seconds:p95_5m")
+    )
+    assert "by (job, instance, ReplicaId, model_name, le)" in quantile
+    text = (bundle / "alerts" / "vllm-alerts.rules.yml").read_text()
+    assert "(ReplicaId {{ $labels.ReplicaId }})" in text
+
+
+def test_kserve_bundle_is_the_plain_one_with_the_platform_named(plain, tmp_path):
+    bundle = generate(tmp_path / "bundle", "--metrics-file", str(PLATFORMS["kserve"][1]))
+    assert rule_exprs(bundle) == rule_exprs(plain)
+
+
+def test_an_unknown_renaming_is_refused_naming_what_was_found(capsys, tmp_path):
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    saved = tmp_path / "renamed.prom"
+    saved.write_text(
+        "# TYPE acme_vllm_num_requests_running gauge\nacme_vllm_num_requests_running 1\n"
+        "# TYPE acme_vllm_prompt_tokens_total counter\nacme_vllm_prompt_tokens_total 5\n"
+    )
+    line = run_failing(capsys, existing, "--metrics-file", str(saved))
+    assert "acme_vllm_num_requests_running" in line and "Ray Serve LLM" in line
+
+
+def test_dropping_the_replica_label_fails_the_ray_bundle_s_tests(tmp_path):
+    """Two Serve replicas share a Ray node's metrics port: without ReplicaId they merge."""
+    bundle = generate(tmp_path / "bundle", "--metrics-file", str(PLATFORMS["ray"][1]))
+    for path in (bundle / "alerts").glob("*.rules.yml"):
+        text = path.read_text()
+        path.write_text(text.replace("instance, ReplicaId, ", "instance, "))
+    tests = sorted(str(p.relative_to(bundle)) for p in (bundle / "tests" / "rules").glob("*.test.yml"))
+    assert promtool("test", "rules", *tests, cwd=bundle).returncode != 0
