@@ -201,6 +201,8 @@ def healthchecks(doc: Mapping[str, Any]) -> list[str]:
             continue
         ports = {container_port(p) for p in service.get("ports", [])}
         urls = re.findall(r"https?://(?:127\.0\.0\.1|localhost):(\d+)(/[^'\" ]*)", test)
+        # bash's /dev/tcp, for images without an HTTP client: the port, then the request line.
+        urls += re.findall(r"/dev/tcp/127\.0\.0\.1/(\d+).*?GET (/\S*) HTTP", test)
         if not any(port in ports and url_path == path for port, url_path in urls):
             problems.append(f"{name}: the healthcheck does not ask {path} on its port {sorted(ports)}")
     return problems

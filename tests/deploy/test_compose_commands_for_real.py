@@ -9,6 +9,7 @@ nothing listens, so an unhealthy container is reported."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -16,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from tests.exporter.helpers import ExporterProcess
+from tests.exporter.helpers import ExporterProcess, wait_until
 from tests.support.monitoring import _start, _wait_ready, binary
 from tests.support.vllm_server import free_port, http_get
 
@@ -25,14 +26,25 @@ from .stackfiles import map_paths, stacks, volume_sources
 pytestmark = pytest.mark.prometheus
 SERVICES = stacks()["docker-compose.yml"]["services"]
 BINARIES = {"prometheus": "prometheus", "alertmanager": "prometheus-alertmanager"}
-PORTS = {"prometheus": "9090", "alertmanager": "9093", "vllm-log-exporter": "9400", "vllm-probe": "9401"}
+PORTS = {
+    "prometheus": "9090",
+    "alertmanager": "9093",
+    "vllm-log-exporter": "9400",
+    "vllm-probe": "9401",
+    "dcgm-exporter": "9400",
+}
 
 
 def healthcheck(service: str, port: int) -> list[str]:
     """The service's healthcheck command with its port mapped to the one the test uses."""
     test = SERVICES[service]["healthcheck"]["test"]
     assert test[0] == "CMD", test
-    words = [w.replace(f"127.0.0.1:{PORTS[service]}", f"127.0.0.1:{port}") for w in test[1:]]
+    words = [
+        w.replace(f"127.0.0.1:{PORTS[service]}", f"127.0.0.1:{port}").replace(
+            f"/dev/tcp/127.0.0.1/{PORTS[service]}", f"/dev/tcp/127.0.0.1/{port}"
+        )
+        for w in test[1:]
+    ]
     return [sys.executable if w in ("python", "python3") else w for w in words]
 
 
@@ -104,3 +116,31 @@ def test_the_probe_healthcheck(tmp_path):
         probe.terminate()
         probe.wait(timeout=30)
     assert subprocess.run(healthcheck("vllm-probe", port), capture_output=True, timeout=30).returncode != 0
+
+
+def test_the_dcgm_exporter_healthcheck(tmp_path):
+    """No GPU here, so a stand-in answers: Python's HTTP server with a file named `health`
+    (200) and, for the failing case, without it (404). What runs is the service's own
+    bash command, which must tell the two apart and fail when nothing listens."""
+    port = free_port()
+    root = tmp_path / "www"
+    root.mkdir()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: http_get(f"http://127.0.0.1:{port}/")[0] == 200 if _listening(port) else None)
+        assert subprocess.run(healthcheck("dcgm-exporter", port), timeout=30).returncode != 0  # 404
+        (root / "health").write_text("KO")  # dcgm-exporter's /health answers 200 with this body
+        assert subprocess.run(healthcheck("dcgm-exporter", port), timeout=30).returncode == 0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert subprocess.run(healthcheck("dcgm-exporter", port), capture_output=True, timeout=30).returncode != 0
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0

@@ -92,9 +92,9 @@ def test_the_chosen_kubernetes_versions_are_shipped_not_approximated():
 
 
 def every_kubernetes_object() -> list[tuple[str, dict[str, Any]]]:
-    """Every object `kubectl apply -k kubernetes/` would send, and the ServiceMonitor variant."""
+    """Every object `kubectl apply -k kubernetes/` would send, and the optional ones."""
     kustomization = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())
-    files = [*kustomization["resources"], "servicemonitors.yaml"]
+    files = [*kustomization["resources"], "servicemonitors.yaml", "dcgm-exporter-servicemonitor.yaml"]
     out = []
     for name in files:
         for doc in yaml.safe_load_all((KUBERNETES / name).read_text()):
@@ -201,3 +201,11 @@ def test_the_crd_schemas_reject_a_mutated_object(kind, mutate, expected):
     mutate(doc)
     errors = crd_errors(doc)
     assert any(expected in e for e in errors), errors
+
+
+def test_every_manifest_file_is_validated():
+    files = {p.relative_to(KUBERNETES).as_posix() for p in KUBERNETES.glob("**/*.yaml")} - {
+        "kustomization.yaml"
+    }
+    validated = {name.split(":", 1)[0] for name in OBJECTS}
+    assert files == validated

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from stack.make_secrets import GENERATED
+from tests.support.bundles import generate
 
 from . import rules
 from .stackfiles import BASE, CPU, REPO, deep_copy, k8s_documents, stacks, variables
@@ -44,6 +45,23 @@ COMPOSE_RULES: dict[str, Callable[[dict[str, Any], str], list[str]]] = {
 @pytest.mark.parametrize("rule", sorted(COMPOSE_RULES))
 def test_compose_follows_the_rule(stack, rule):
     assert COMPOSE_RULES[rule](STACKS[stack], TEXTS[stack]) == []
+
+
+@pytest.fixture(scope="module")
+def gpu_prometheus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """prometheus.yml as generated for a GPU host (`gpu.enabled`): it also scrapes dcgm-exporter."""
+    bundle = generate(tmp_path_factory.mktemp("gpu") / "bundle", config={"gpu": {"enabled": True}})
+    return yaml.safe_load((bundle / "prometheus" / "prometheus.yml").read_text())
+
+
+def test_a_gpu_bundle_scrapes_services_of_the_gpu_profile(gpu_prometheus):
+    jobs = {job["job_name"] for job in gpu_prometheus["scrape_configs"]}
+    assert {"vllm", "vllm-log-exporter", "vllm-probe", "dcgm-exporter"} <= jobs
+    assert rules.scrape_targets(STACKS["docker-compose.yml"], gpu_prometheus) == []
+    # Without the service (the CPU stack has no GPU to watch) the same check reports it.
+    cpu = deep_copy(STACKS["docker-compose.yml"])
+    del cpu["services"]["dcgm-exporter"]
+    assert rules.scrape_targets(cpu, gpu_prometheus) == ["dcgm-exporter:9400: no service named dcgm-exporter"]
 
 
 def _set(path: list[Any], value: Any) -> Callable[[dict], None]:
