@@ -163,7 +163,8 @@ def secrets_as_files(doc: Mapping[str, Any]) -> list[str]:
 
 
 def bounded_disk(doc: Mapping[str, Any]) -> list[str]:
-    """Prometheus retention by time and size; vLLM's log rotated by size into a bounded set."""
+    """Prometheus retention by time and size; vLLM's log rotated by size into a bounded set;
+    every container's console log (`docker logs`) rotated too."""
     problems = []
     services = _services(doc)
     command = _words(services["prometheus"].get("command"))
@@ -171,6 +172,11 @@ def bounded_disk(doc: Mapping[str, Any]) -> list[str]:
         value = _flag(command, flag)
         if not value or not re.fullmatch(r"\d+(ms|s|m|h|d|w|y|B|KB|MB|GB|TB|PB|EB)", value):
             problems.append(f"prometheus: {flag} is missing or not a bounded value")
+    for name, service in services.items():
+        logging = service.get("logging") or {}
+        options = logging.get("options") or {}
+        if not (logging.get("driver") in ("json-file", "local") and options.get("max-size")):
+            problems.append(f"{name}: Docker keeps its console log without a size limit")
     vllm = _words(services["vllm"].get("entrypoint")) + _words(services["vllm"].get("command"))
     if "tee" in vllm or any("| tee" in w for w in vllm):
         problems.append("vllm: output goes through tee, which never rotates")

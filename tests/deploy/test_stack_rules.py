@@ -175,6 +175,12 @@ COMPOSE_MUTATIONS = {
         "",
         "--backups is missing",
     ),
+    "console log without a limit": (
+        "bounded disk",
+        _delete([S, "grafana", "logging"]),
+        "",
+        "grafana: Docker keeps its console log without a size limit",
+    ),
     "exporter follows another file": (
         "bounded disk",
         _set([S, "vllm-log-exporter", "command"], ["--log-file=/var/log/vllm/other.log"]),

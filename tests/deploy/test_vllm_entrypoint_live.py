@@ -116,6 +116,9 @@ def test_the_api_key_comes_from_the_secret_file(served: ComposeVllm) -> None:
     # need none, and vLLM 0.32 leaves /invocations unguarded too (keep the port private).
     assert get(served.url + "/health") == 200
     assert http_get(served.metrics_url)[0] == 200
+    assert get(served.url + "/version") == 200
+    assert http_post_json(served.url + "/tokenize", {"model": MODEL_NAME, "prompt": "hi"})[0] == 200
+    assert http_post_json(served.url + "/detokenize", {"model": MODEL_NAME, "tokens": [264]})[0] == 200
     status, _ = http_post_json(
         served.url + "/invocations", {"model": MODEL_NAME, "prompt": "hi", "max_tokens": 2}
     )
