@@ -296,3 +296,28 @@ def test_as_pid_1_the_old_shell_pipeline_ignores_sigterm(tmp_path: Path) -> None
     finally:
         process.kill()  # --kill-child takes the namespace down with it
         process.communicate(timeout=10)
+
+
+def test_a_process_left_holding_the_output_does_not_keep_the_wrapper_alive(tmp_path: Path) -> None:
+    """vLLM's workers can outlive it for a moment with its stdout open: the wrapper copies
+    what they write for a few seconds, then exits with vLLM's status instead of waiting."""
+    worker = "import os, time; print('worker', os.getpid(), flush=True); time.sleep(60)"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', {worker!r}])\n"
+        "print('main done', flush=True)\n"
+    )
+    started = time.monotonic()
+    result = subprocess.run(
+        wrapper(f"--log-file={tmp_path / 'vllm.log'}", *child(code)), capture_output=True, timeout=60
+    )
+    elapsed = time.monotonic() - started
+    lines = sorted(result.stdout.decode().splitlines())
+    pid = int(lines[-1].split()[1])
+    try:
+        assert result.returncode == 0, result.stderr
+        assert lines[0] == "main done" and lines[1].startswith("worker ")
+        assert elapsed < 20, elapsed  # DRAIN_SECONDS (5) after the child's exit, not the worker's 60 s
+        os.kill(pid, 0)  # the worker was still running when the wrapper left
+    finally:
+        os.kill(pid, signal.SIGKILL)
