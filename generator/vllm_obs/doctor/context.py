@@ -1,0 +1,88 @@
+"""What one doctor run knows: the bundle, the clients, and the facts earlier checks found.
+
+Checks run in order and leave facts behind (targets per job, which series exist, why a
+series or a recording rule is empty), so a later check, the dashboards one above all,
+can say *why* a panel is empty instead of only that it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..catalog import Catalog
+from ..config import BundleConfig
+from .bundle_view import BundleView
+from .clients import AlertmanagerClient, PrometheusClient
+from .findings import FAIL, Finding, Report
+
+
+@dataclass(frozen=True)
+class Target:
+    job: str
+    instance: str
+    health: str  # up | down | unknown
+    error: str
+    scrape_url: str
+    interval_s: float | None
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a series or a recording rule has no samples; status is warn or fail."""
+
+    status: str
+    text: str
+    action: str = ""  # what to do, when no earlier line of the report says it
+
+
+@dataclass(frozen=True)
+class Presence:
+    instances: int  # targets of the job that have the series
+    engine_label: bool  # some of its series carry an engine label
+
+
+@dataclass
+class Context:
+    view: BundleView
+    catalog: Catalog
+    prom: PrometheusClient
+    report: Report
+    am: AlertmanagerClient | None = None
+    config: BundleConfig | None = None
+    kubernetes_manifest: str | None = None
+    # Facts found along the way.
+    targets: dict[str, list[Target]] | None = None  # job -> targets; None: not known
+    presence: dict[tuple[str, str], Presence] = field(default_factory=dict)  # (job, name) -> presence
+    causes: dict[str, Cause] = field(default_factory=dict)  # series or recorded name -> why it is empty
+    loaded_groups: dict[str, list[dict]] | None = None  # rule group name -> groups loaded under it
+    scrape_intervals: dict[str, float] = field(default_factory=dict)  # job -> seconds
+
+    def add(
+        self, family: str, status: str, subject: str, message: str, action: str = "", items=()
+    ) -> Finding:
+        return self.report.add(Finding(family, status, subject, message, action, list(items)))
+
+    def up_targets(self, job: str) -> list[Target]:
+        return [t for t in (self.targets or {}).get(job, []) if t.health == "up"]
+
+    def job_is_down(self, job: str) -> bool:
+        """True when the job is known to have no target up (unknown target state: False)."""
+        return self.targets is not None and not self.up_targets(job)
+
+    def example_metrics_url(self) -> str:
+        """A vLLM target's scrape URL, for the `vllm-obs generate --metrics-url` advice."""
+        scope = self.view.scope_of_role("vLLM")
+        if scope:
+            for target in self.up_targets(scope.job) or (self.targets or {}).get(scope.job, []):
+                if target.scrape_url:
+                    return target.scrape_url
+        return "http://VLLM-HOST:8000/metrics"
+
+    def regenerate_advice(self) -> str:
+        return (
+            f"regenerate the bundle against the running server: vllm-obs generate --metrics-url "
+            f"{self.example_metrics_url()} --out {self.view.root} (with your --config)"
+        )
+
+    def fail_cause(self, name: str, text: str) -> None:
+        self.causes.setdefault(name, Cause(FAIL, text))

@@ -1,0 +1,161 @@
+"""Check 1: every job the bundle reads has targets, and they are up.
+
+The jobs come from the bundle's rules (their `job="..."` matchers): the vLLM servers, the
+log exporter and the canary probe where the bundle has them. /api/v1/targets gives each
+target's health and last scrape error; a Prometheus-compatible service that does not
+serve it (Thanos Query, Mimir) is asked for `up` instead.
+"""
+
+from __future__ import annotations
+
+from ..errors import BundleError
+from ..promql import seconds
+from .clients import ApiError
+from .context import Context, Target
+from .findings import FAIL, OK, WARN
+
+FAMILY = "targets"
+SHOWN = 5  # targets named in one line; the rest are counted
+
+
+def run(ctx: Context) -> None:
+    try:
+        active = [_target(t) for t in ctx.prom.targets()]
+        source = "targets"
+    except ApiError as exc:
+        active = _from_up(ctx)
+        source = f"up (no /api/v1/targets here: {exc.message})"
+    ctx.targets = {}
+    for target in active:
+        ctx.targets.setdefault(target.job, []).append(target)
+    for job, targets in ctx.targets.items():
+        known = [t.interval_s for t in targets if t.interval_s]
+        if known:
+            ctx.scrape_intervals[job] = max(known)
+    for scope in ctx.view.scopes.values():
+        _check_job(ctx, scope.job, scope.title, source)
+    if ctx.config is not None:
+        _check_config_jobs(ctx)
+
+
+def _check_job(ctx: Context, job: str, title: str, source: str) -> None:
+    targets = (ctx.targets or {}).get(job, [])
+    if not targets:
+        similar = sorted(j for j in (ctx.targets or {}) if job in j and j not in ctx.view.scopes)
+        hint = (
+            f"; Prometheus has job(s) {', '.join(similar[:SHOWN])}: if that is it, set its name in your "
+            "config (prometheus.*_job) and regenerate"
+            if similar
+            else ""
+        )
+        in_bundle = ctx.view.job(job) is not None
+        ctx.add(
+            FAMILY,
+            FAIL,
+            title,
+            f'Prometheus has no target with job="{job}", so nothing the bundle reads from it exists',
+            (
+                f"load the bundle's `{job}` scrape job (prometheus/prometheus.yml) into the running Prometheus"
+                if in_bundle
+                else f'scrape it under job="{job}" (a scrape job, PodMonitor or ServiceMonitor)'
+            )
+            + hint,
+        )
+        return
+    down = [t for t in targets if t.health == "down"]
+    pending = [t for t in targets if t.health not in ("up", "down")]
+    up = len(targets) - len(down) - len(pending)
+    if down:
+        shown = "; ".join(f"{t.instance} ({t.error or 'down'})" for t in down[:SHOWN])
+        more = f"; and {len(down) - SHOWN} more" if len(down) > SHOWN else ""
+        ctx.add(
+            FAMILY,
+            FAIL,
+            title,
+            f"{len(down)} of {len(targets)} targets down: {shown}{more}",
+            "start the server or fix the address, port, scheme or credentials Prometheus scrapes it with",
+            [t.instance for t in down],
+        )
+    if pending:
+        ctx.add(
+            FAMILY,
+            WARN,
+            title,
+            f"{len(pending)} of {len(targets)} targets not scraped yet (Prometheus just found them)",
+            "run the doctor again after one scrape interval",
+            [t.instance for t in pending],
+        )
+    if not down and not pending:
+        interval = ctx.scrape_intervals.get(job)
+        every = f", scraped every {_seconds_text(interval)}" if interval else ""
+        ctx.add(FAMILY, OK, title, f"{up} target{'s' if up != 1 else ''}, all up{every} (from {source})")
+
+
+def _check_config_jobs(ctx: Context) -> None:
+    """--config names the jobs the bundle was generated with; a different set means another bundle."""
+    p = ctx.config.prometheus  # type: ignore[union-attr]
+    wanted = {p.vllm_job}
+    if p.log_exporters:
+        wanted.add(p.log_exporter_job)
+    if p.probes:
+        wanted.add(p.probe_job)
+    missing = sorted(wanted - set(ctx.view.scopes))
+    if missing:
+        ctx.add(
+            FAMILY,
+            FAIL,
+            "--config",
+            f"the config names job(s) {', '.join(missing)} that the bundle's rules do not read, so the bundle "
+            "was not generated from this config",
+            "regenerate the bundle with this --config, or pass the config it was generated with",
+        )
+
+
+def _target(raw: dict) -> Target:
+    labels = raw.get("labels") or {}
+    interval = raw.get("scrapeInterval") or (raw.get("discoveredLabels") or {}).get("__scrape_interval__")
+    return Target(
+        job=str(labels.get("job", raw.get("scrapePool", ""))),
+        instance=str(labels.get("instance", "")),
+        health=str(raw.get("health", "unknown")),
+        error=str(raw.get("lastError", "")),
+        scrape_url=str(raw.get("scrapeUrl", "")),
+        interval_s=_interval(interval),
+    )
+
+
+def _from_up(ctx: Context) -> list[Target]:
+    """Targets from the `up` series of each job the bundle reads (no errors, no URLs)."""
+    scopes = list(ctx.view.scopes.values())
+    results = ctx.prom.query_many([f"up{{{scope.selector}}}" for scope in scopes])
+    out = []
+    for scope, result in zip(scopes, results, strict=True):
+        if isinstance(result, ApiError):
+            continue
+        for sample in result:
+            value = float(sample["value"][1])
+            out.append(
+                Target(
+                    job=scope.job,
+                    instance=sample["metric"].get("instance", ""),
+                    health="up" if value == 1 else "down",
+                    error="",
+                    scrape_url="",
+                    interval_s=None,
+                )
+            )
+    return out
+
+
+def _interval(text: object) -> float | None:
+    try:
+        return seconds(str(text)) if text else None
+    except BundleError:  # an unexpected format: the interval stays unknown
+        return None
+
+
+def _seconds_text(value: float) -> str:
+    whole = int(value)
+    if whole % 60 == 0 and whole:
+        return f"{whole // 60}m"
+    return f"{value:g}s"
