@@ -11,6 +11,7 @@ from . import __version__
 from .bundle import build_bundle
 from .catalog import Catalog
 from .config import default_config_text, load_config
+from .doctor.command import add_doctor_command
 from .errors import BundleError
 from .fetch import read_file, read_token_file, read_url, token_from_env
 from .source import MetricSource, from_catalog, from_exposition
@@ -91,6 +92,8 @@ def _parser() -> argparse.ArgumentParser:
 
     releases = sub.add_parser("releases", help="list the vLLM releases and engines the catalog covers")
     releases.set_defaults(run=_releases)
+
+    add_doctor_command(sub)
     return parser
 
 
