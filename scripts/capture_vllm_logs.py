@@ -9,7 +9,8 @@ then regenerate the expected outputs with
 and review the diff. Samples in patterns.yaml marked `source: captured` must still occur
 in the captures, numbers aside (tests/exporter/test_patterns.py checks it).
 
-    .venv/bin/python scripts/capture_vllm_logs.py [normal engine_killed startup_failed runtime_oom]
+    .venv/bin/python scripts/capture_vllm_logs.py [normal engine_killed startup_failed runtime_oom
+                                                   start_stop restart_loop ...]
 
 Only one vLLM server runs at a time: the test machine has two cores.
 """
@@ -20,6 +21,7 @@ import argparse
 import concurrent.futures
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -213,12 +215,103 @@ def capture_json_engine_killed(log: Path) -> None:
     capture_engine_killed(log, ("--logging-config.formatter", "json"))
 
 
+def stop_api_server(server: VllmServer, timeout: float = 120) -> int:
+    """A planned stop as an orchestrator does it (docker stop, a Kubernetes pod deletion):
+    SIGTERM to the API server process only, which then stops its engine and workers.
+    Waits until the whole process group is gone, so the log is complete."""
+    assert server.process is not None
+    group = server.process.pid  # start_new_session: the server leads its own group
+    server.process.send_signal(signal.SIGTERM)
+    status = server.wait_exit(timeout=timeout)
+    try:
+        wait_for(lambda: not group_alive(group), 30, "the engine and workers to exit")
+    except TimeoutError:
+        print("   processes left in the group after the API server exited; killing them")
+        os.killpg(group, signal.SIGKILL)
+    return status
+
+
+def group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def capture_start_stop(log: Path) -> None:
+    """A normal start, a few requests, and a planned SIGTERM shutdown of the API server."""
+    server = VllmServer(log)
+    server.start()
+    try:
+        print(f"ready in {server.started_in:.1f} s; traffic:", send_traffic(server, requests=2, errors=False))
+        print("exit status after SIGTERM:", stop_api_server(server))
+    finally:
+        server.stop()
+
+
+# 24 blocks of 32 tokens hold 768 tokens: less than one request of --max-model-len 2048.
+TOO_SMALL_FOR_MAX_MODEL_LEN = (
+    "--num-gpu-blocks-override",
+    "24",
+    "--block-size",
+    "32",
+    "--max-model-len",
+    "2048",
+)
+STARTUP_FAILURE = rb"EngineCore failed to start"
+
+
+def capture_restart_loop(log: Path, failures: int = 3) -> None:
+    """A restart loop, for real: a server that cannot fit its --max-model-len is started
+    `failures` times, then a good one starts, serves a request and is stopped (SIGTERM).
+
+    Each attempt's output is appended to the same log, as a restart policy (systemd,
+    docker --restart, a Kubernetes container restart) writing to one file does. Every
+    failing attempt must really fail: exit status not 0 and the engine's failure logged.
+    """
+    log.write_bytes(b"")
+    attempt_log = log.with_name(log.name + ".attempt")
+    try:
+        for attempt in range(1, failures + 1):
+            server = VllmServer(attempt_log, extra_args=TOO_SMALL_FOR_MAX_MODEL_LEN)
+            server.launch()
+            try:
+                status = server.wait_exit(timeout=300)
+            finally:
+                server.stop()
+            output = attempt_log.read_bytes()
+            if status == 0 or re.search(STARTUP_FAILURE, output) is None:
+                raise RuntimeError(
+                    f"attempt {attempt} did not fail to start (status {status}); see {attempt_log}"
+                )
+            print(f"attempt {attempt}: failed to start, exit status {status}")
+            with open(log, "ab") as out:
+                out.write(output)
+        server = VllmServer(attempt_log)
+        server.start()
+        try:
+            print(
+                f"good start: ready in {server.started_in:.1f} s;",
+                send_traffic(server, requests=1, errors=False),
+            )
+            print("exit status after SIGTERM:", stop_api_server(server))
+        finally:
+            server.stop()
+        with open(log, "ab") as out:
+            out.write(attempt_log.read_bytes())
+    finally:
+        attempt_log.unlink(missing_ok=True)
+
+
 SCENARIOS = {
     "normal": capture_normal,
     "engine_killed": capture_engine_killed,
     "json_engine_killed": capture_json_engine_killed,
     "startup_failed": capture_startup_failed,
     "runtime_oom": capture_runtime_oom,
+    "start_stop": capture_start_stop,
+    "restart_loop": capture_restart_loop,
 }
 
 

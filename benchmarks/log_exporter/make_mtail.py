@@ -43,8 +43,11 @@ EVENT_OF_KIND = {
     "oom": "oom",
     "engine_dead": "engine_dead",
     "startup_failed": "startup_failed",
+    "startup_begin": "startup_begin",
+    "engine_begin": "startup_begin",
     "startup_complete": "startup_complete",
     "shutdown": "shutdown",
+    "shutdown_complete": "shutdown",
     "request_error": "request_error",
 }
 

@@ -1,9 +1,10 @@
 """vllm-log-exporter: turns vLLM's logs into Prometheus metrics for failures it cannot
-report on its own /metrics (OOM, dead engine, failed startup).
+report on its own /metrics (OOM, dead engine, failed startup) and for where the server is
+in its lifecycle (a server loading its model has no /metrics yet).
 
 Run it as `vllm-log-exporter` (cli.py); the modules are small and named for their job:
-patterns (patterns.yaml), lines, records, scanner, events, counts, pipeline, tailer,
-state, metrics.
+patterns (patterns.yaml), lines, records, scanner, events, lifecycle, counts, pipeline,
+tailer, state, metrics.
 """
 
 __version__ = "0.1.0"

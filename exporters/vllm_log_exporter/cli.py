@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pipeline = Pipeline(
         patterns,
         time.time,
-        settings=Settings(window=args.dedup_window),
+        settings=Settings(window=args.dedup_window, live=args.once is None),
         max_line_bytes=args.max_line_bytes,
     )
     if args.once is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .lifecycle import BUCKETS, DURATION_PHASES, STATES, UNKNOWN, valid_version
 from .patterns import EVENTS, REASONS
 
 READ_ERROR_REASONS = ("permission_denied", "not_found", "io_error")
@@ -33,6 +34,11 @@ MAX_ENGINES = 256
 a bounded set even if a garbled line carries `Engine 987654:`."""
 
 
+def _empty_histograms() -> dict[str, dict[str, Any]]:
+    """phase -> {"buckets": count per bucket (the last one above the largest bound), "sum"}"""
+    return {phase: {"buckets": [0] * (len(BUCKETS) + 1), "sum": 0.0} for phase in DURATION_PHASES}
+
+
 def _valid_engine(label: str) -> bool:
     return label == "all" or (label.isdigit() and str(int(label)) == label and int(label) < MAX_ENGINES)
 
@@ -52,6 +58,13 @@ class Counts:
     truncations: int = 0
     read_errors: dict[str, int] = field(default_factory=lambda: _zeros(READ_ERROR_REASONS))
     last_read_time: float = 0.0
+    server_state: str = UNKNOWN
+    server_state_since: float = 0.0
+    vllm_version: str | None = None
+    """The version the log last announced; None until one was seen."""
+    startup_durations: dict[str, dict[str, Any]] = field(default_factory=_empty_histograms)
+    last_startup_durations: dict[str, float] = field(default_factory=dict)
+    """phase -> seconds, for the most recent completed startup."""
     # Live values owned by the tailer; not persisted.
     unread_bytes: int = 0
     files: dict[str, int] = field(default_factory=lambda: _zeros(FILE_STATES))
@@ -92,4 +105,26 @@ class Counts:
         ):
             setattr(counts, name, int(data.get(name, 0)))
         counts.last_read_time = float(data.get("last_read_time", 0.0))
+        # Lifecycle fields (absent from state files of earlier versions: defaults stay).
+        state = data.get("server_state", UNKNOWN)
+        counts.server_state = state if state in STATES else UNKNOWN
+        counts.server_state_since = float(data.get("server_state_since", 0.0))
+        version = data.get("vllm_version")
+        counts.vllm_version = version if isinstance(version, str) and valid_version(version) else None
+        for phase, saved in dict(data.get("startup_durations", {})).items():
+            buckets = saved.get("buckets") if isinstance(saved, dict) else None
+            if (
+                phase in counts.startup_durations
+                and isinstance(buckets, list)
+                and len(buckets) == len(BUCKETS) + 1
+            ):
+                counts.startup_durations[phase] = {
+                    "buckets": [int(n) for n in buckets],
+                    "sum": float(saved.get("sum", 0.0)),
+                }
+        counts.last_startup_durations = {
+            phase: float(seconds)
+            for phase, seconds in dict(data.get("last_startup_durations", {})).items()
+            if phase in DURATION_PHASES
+        }
         return counts

@@ -6,11 +6,15 @@ normal shutdown of 0.32 logs `AsyncLLM output_handler failed` + EngineDeadError 
 shutdown began. So events are counted per *incident*, by a small state machine driven by
 the server's lifecycle as the log shows it:
 
-    unknown --startup_begin--> starting --startup_complete--> serving
+    unknown --startup begins--> starting --startup_complete--> serving
     starting --startup_failed / engine_dead / oom--> failed      (counts startup_failed)
     serving | unknown --engine_dead--> dead                      (counts engine_dead)
     any --shutdown marker--> stopping                            (counts shutdown once)
-    any --startup_begin--> starting                              (a new server process)
+    any --startup begins--> starting                             (a new server process)
+
+Whether a start marker begins a new startup (counted in startup_begin) or belongs to the
+one in progress is the lifecycle's decision (lifecycle.py), which this machine keeps
+informed of the failures and deaths it counts.
 
 Rules:
 
@@ -43,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .counts import MAX_ENGINES, Counts
+from .lifecycle import Lifecycle
 from .patterns import GENERIC_REASONS, Pattern
 
 UNKNOWN, STARTING, SERVING, STOPPING, DEAD, FAILED = (
@@ -69,6 +74,9 @@ class Settings:
     """Seconds of log time a shutdown stays in progress without a shutdown line."""
     settle_after: float = 10.0
     """Wall-clock seconds after which a provisional startup-failure reason is final."""
+    live: bool = True
+    """Lines are read as they are written (following a log), so the wall clock between
+    reading two lines measures the time between them; not so for --once."""
 
 
 class EventMachine:
@@ -91,6 +99,7 @@ class EventMachine:
         self.pending_wall: float | None = None
         self.last_log_time: float | None = None
         self.v0_preemption_total: int | None = None
+        self.lifecycle = Lifecycle(counts, clock, live=self.settings.live)
 
     # -- input -------------------------------------------------------------------------
 
@@ -112,12 +121,26 @@ class EventMachine:
             self._count("request_error")
         elif kind == "preemption_total":
             self._v0_preemptions(int(match.group("total")))
-        elif kind == "startup_begin":
-            self._startup_begin(when)
+        elif kind in ("startup_begin", "engine_begin"):
+            version = match.groupdict().get("version")
+            if self.lifecycle.start_marker(pattern.name, kind == "engine_begin", when, version):
+                self._count("startup_begin")
+                self._startup_begin(when)
+        elif kind == "loading":
+            self.lifecycle.loading()
+        elif kind == "startup_duration":
+            seconds = _seconds(match.group("seconds"))
+            if seconds is not None:
+                self.lifecycle.figure(pattern.phase or "", seconds)
         elif kind == "startup_complete":
             self._startup_complete(when)
+            self.lifecycle.ready(when)
         elif kind == "shutdown":
             self._shutdown(when)
+            self.lifecycle.shutdown()
+        elif kind == "shutdown_complete":
+            self._shutdown(when)  # counted like any shutdown line: once per sequence
+            self.lifecycle.shutdown_complete()
         elif kind == "engine_dead":
             self._engine_dead(when)
         elif kind == "oom":
@@ -175,6 +198,7 @@ class EventMachine:
         else:
             self._count("engine_dead")
             self._set_phase(DEAD, when)
+            self.lifecycle.dead()
 
     def _oom(self, when: float | None, reason: str) -> None:
         if self.phase in (STARTING, FAILED):
@@ -187,6 +211,7 @@ class EventMachine:
 
     def _startup_failed(self, when: float | None, reason: str) -> None:
         specific = reason not in GENERIC_REASONS
+        self.lifecycle.failed_start()
         if self.phase == FAILED:  # the same failed start, told again
             self.phase_time = when
             if specific and self.pending_reason is not None:
@@ -258,6 +283,7 @@ class EventMachine:
             "pending_wall": self.pending_wall,
             "last_log_time": self.last_log_time,
             "v0_preemption_total": self.v0_preemption_total,
+            "lifecycle": self.lifecycle.to_json(),
         }
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -276,6 +302,8 @@ class EventMachine:
         self.last_log_time = _optional_float(data.get("last_log_time"))
         total = data.get("v0_preemption_total")
         self.v0_preemption_total = int(total) if total is not None else None
+        lifecycle = data.get("lifecycle")
+        self.lifecycle.restore(lifecycle if isinstance(lifecycle, dict) else {})
 
 
 def engine_label(index: str | None, aggregated: bool = False) -> str | None:
@@ -286,6 +314,15 @@ def engine_label(index: str | None, aggregated: bool = False) -> str | None:
         return "0"
     number = int(index)
     return str(number) if number < MAX_ENGINES else None
+
+
+def _seconds(text: str) -> float | None:
+    """A duration from a log line, or None if it is not a finite, non-negative number."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0.0 <= value < float("inf") else None
 
 
 def _optional_float(value: object) -> float | None:

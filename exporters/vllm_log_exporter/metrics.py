@@ -1,8 +1,10 @@
 """The Prometheus collector: renders Counts as metric families on every scrape.
 
 Every label value comes from a fixed set (patterns.EVENTS, patterns.REASONS,
-counts.READ_ERROR_REASONS, counts.FILE_STATES) or is an engine index parsed from
-`Engine NNN:`; nothing from free log text reaches a label.
+counts.READ_ERROR_REASONS, counts.FILE_STATES, lifecycle.STATES, lifecycle.DURATION_PHASES),
+is an engine index parsed from `Engine NNN:`, or is the one vLLM version the log last
+announced, checked against the shape of a release number (lifecycle.valid_version); nothing
+else from free log text reaches a label.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import threading
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from . import __version__
 from .counts import FILE_STATES, READ_ERROR_REASONS, Counts
+from .lifecycle import BUCKETS, DURATION_PHASES, STATES
 from .patterns import EVENTS, REASONS
 
 _STATS_FAMILIES = (
@@ -95,6 +98,8 @@ class LogCollector:
             reasons.add_metric([reason], c.startup_failures[reason])
         yield reasons
 
+        yield from self._lifecycle_families(c)
+
         if c.stats:
             for name, key, help_text in _STATS_FAMILIES:
                 family = GaugeMetricFamily(name, help_text, labels=["engine"])
@@ -149,6 +154,56 @@ class LogCollector:
         )
         info.add_metric([__version__], 1)
         yield info
+
+    @staticmethod
+    def _lifecycle_families(c: Counts) -> Iterable[Metric]:
+        state = GaugeMetricFamily(
+            "vllm_log_server_state",
+            "1 for the vLLM server's lifecycle state as its log tells it, 0 for the others.",
+            labels=["state"],
+        )
+        for name in STATES:
+            state.add_metric([name], 1 if name == c.server_state else 0)
+        yield state
+        yield GaugeMetricFamily(
+            "vllm_log_server_state_since_timestamp_seconds",
+            "Unix time of the last lifecycle state transition (0 until the first).",
+            value=c.server_state_since,
+        )
+        version = GaugeMetricFamily(
+            "vllm_log_vllm_version_info",
+            "The vLLM version the log last announced (no series until one was seen).",
+            labels=["version"],
+        )
+        if c.vllm_version is not None:
+            version.add_metric([c.vllm_version], 1)
+        yield version
+        durations = HistogramMetricFamily(
+            "vllm_log_startup_duration_seconds",
+            "Durations of completed startups: loading the weights, initialising the engine, total.",
+            labels=["phase"],
+        )
+        for phase in DURATION_PHASES:
+            histogram = c.startup_durations[phase]
+            cumulative, buckets = 0, []
+            for bound, count in zip((*BUCKETS, float("inf")), histogram["buckets"], strict=True):
+                cumulative += count
+                buckets.append((_bound(bound), cumulative))
+            durations.add_metric([phase], buckets, histogram["sum"])
+        yield durations
+        last = GaugeMetricFamily(
+            "vllm_log_last_startup_duration_seconds",
+            "Durations of the most recent completed startup, by phase (absent until known).",
+            labels=["phase"],
+        )
+        for phase in DURATION_PHASES:
+            if phase in c.last_startup_durations:
+                last.add_metric([phase], c.last_startup_durations[phase])
+        yield last
+
+
+def _bound(value: float) -> str:
+    return "+Inf" if value == float("inf") else repr(float(value))
 
 
 def build_registry(counts: Counts, lock: threading.RLock | None = None) -> CollectorRegistry:

@@ -26,6 +26,7 @@ EVENTS = (
     "request_error",
     "startup_complete",
     "shutdown",
+    "startup_begin",
 )
 """Values of the `event` label, in exposition order. All are exported from the start."""
 
@@ -49,8 +50,12 @@ KINDS = frozenset(
         "engine_dead",
         "startup_failed",
         "startup_begin",
+        "engine_begin",
+        "loading",
+        "startup_duration",
         "startup_complete",
         "shutdown",
+        "shutdown_complete",
         "request_error",
         "http_access",
         "preemption_total",
@@ -63,7 +68,14 @@ _REQUIRED_GROUPS = {
     "http_access": {"path", "status"},
     "preemption_total": {"total"},
     "stats": {"prompt", "generation", "running", "waiting", "kv_percent"},
+    "startup_duration": {"seconds"},
 }
+# Kinds whose regex may define a `version` group (the vLLM version the line announces).
+_VERSION_KINDS = frozenset({"startup_begin", "engine_begin"})
+
+DURATION_SOURCES = ("weights", "model_load", "engine_init")
+"""What a startup_duration line measures (its `phase` field): `weights` and `model_load`
+both give the weights phase (model_load only when no weights line was seen)."""
 
 STATS_ANCHOR = "Avg prompt throughput: "
 """Every stats line holds this; the scanner treats those lines separately."""
@@ -81,6 +93,7 @@ class Pattern:
     regex: re.Pattern[str]
     sample: str
     reason: str | None = None
+    phase: str | None = None
     versions: str = ""
     source: str = ""
 
@@ -159,7 +172,7 @@ def load_patterns(path: Path | None = None) -> PatternSet:
 
 def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
     seen: set[str] = set()
-    allowed = {"name", "kind", "reason", "anchor", "regex", "versions", "sample", "source"}
+    allowed = {"name", "kind", "reason", "phase", "anchor", "regex", "versions", "sample", "source"}
     for index, entry in enumerate(entries):
         where = f"{origin} entry {index + 1}"
         if not isinstance(entry, dict):
@@ -189,6 +202,15 @@ def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
         missing = _REQUIRED_GROUPS.get(kind, set()) - set(regex.groupindex)
         if missing:
             raise PatternError(f"{where} lacks named group(s) {', '.join(sorted(missing))}")
+        if "version" in regex.groupindex and kind not in _VERSION_KINDS:
+            raise PatternError(
+                f"{where}: only {' and '.join(sorted(_VERSION_KINDS))} lines may have a 'version' group"
+            )
+        phase = entry.get("phase")
+        if (kind == "startup_duration") != (phase is not None):
+            raise PatternError(f"{where}: a 'phase' is needed by startup_duration entries and only by them")
+        if phase is not None and phase not in DURATION_SOURCES:
+            raise PatternError(f"{where} has unknown phase {phase!r}; known: {', '.join(DURATION_SOURCES)}")
         if entry["anchor"] not in entry["sample"]:
             raise PatternError(f"{where}: the sample does not contain the anchor {entry['anchor']!r}")
         messages = parse_line(clean_line(entry["sample"].encode("utf-8"))).messages
@@ -201,6 +223,7 @@ def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
             regex=regex,
             sample=entry["sample"],
             reason=reason,
+            phase=phase,
             versions=str(entry.get("versions", "")),
             source=str(entry.get("source", "")),
         )

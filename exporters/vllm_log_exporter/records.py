@@ -102,5 +102,7 @@ def _parse_json(text: str) -> Record | None:
 
 
 def is_matchable(message: str) -> bool:
-    """Traceback frames and quoted source lines are indented: never match those."""
-    return bool(message) and not message[0].isspace()
+    """Traceback frames (indented by two spaces) and quoted source lines (by four or more)
+    are never matched, nor tab-indented text. One leading space is text: the lines of vLLM's
+    logo start with one."""
+    return bool(message) and not message[:2].isspace() and message[0] != "\t"

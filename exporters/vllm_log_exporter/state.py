@@ -6,7 +6,10 @@ It holds, taken together under the pipeline lock so they agree with each other:
 * every counter and gauge (a restart must not lose an incident that was read but not yet
   scraped, and the counters continue instead of resetting);
 * the event rules' state (phase, open incidents), so the rest of an incident that was
-  half read when the exporter died is not counted again.
+  half read when the exporter died is not counted again, and the lifecycle's (the state and
+  its since-time are counts; the startup in progress, its start time and figures are rules'
+  state), so a restart mid-startup keeps both. Files written before the lifecycle existed
+  load: the state is then taken from the rules' phase.
 
 Written atomically (temporary file, fsync, rename), so kill -9 at any moment leaves
 either the previous or the new state, never a torn one.
@@ -90,6 +93,8 @@ def restore(data: dict[str, Any], pipeline: Pipeline) -> dict[str, Resume]:
         for name in vars(counts):
             setattr(current, name, getattr(counts, name))
         pipeline.machine.restore(data.get("events", {}))
+        if "server_state" not in data.get("counts", {}):  # written before the lifecycle metrics
+            pipeline.machine.lifecycle.adopt_phase(pipeline.machine.phase)
     return resume
 
 

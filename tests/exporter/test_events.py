@@ -69,7 +69,7 @@ def test_one_runtime_oom_repeated_by_four_processes_counts_once_with_engine_dead
         + api("10:05:01", "AsyncLLM output_handler failed.", "ERROR")
         + api("10:05:01", DEAD_ERROR, "ERROR")
     )
-    assert events(text) == {"startup_complete": 1, "oom": 1, "engine_dead": 1}
+    assert events(text) == {"startup_begin": 1, "startup_complete": 1, "oom": 1, "engine_dead": 1}
 
 
 def test_ooms_further_apart_than_the_window_are_two_incidents() -> None:
@@ -90,13 +90,13 @@ def test_engine_dies_once_per_life_however_often_it_is_repeated() -> None:
     text = START + api("10:05:00", "Engine background task failed", "ERROR") + dead
     text += api("10:08:00", "Received request cmpl-2: prompt: 'x'") + dead
     text += api("10:12:00", "Received request cmpl-3: prompt: 'y'") + dead
-    assert events(text) == {"startup_complete": 1, "engine_dead": 1}
+    assert events(text) == {"startup_begin": 1, "startup_complete": 1, "engine_dead": 1}
 
 
 def test_a_new_server_start_allows_a_new_death() -> None:
     death = api("10:05:00", "AsyncLLM output_handler failed.", "ERROR")
     text = START + death + START.replace("10:00:00", "10:06:00") + death.replace("10:05:00", "10:07:00")
-    assert events(text) == {"startup_complete": 2, "engine_dead": 2}
+    assert events(text) == {"startup_begin": 2, "startup_complete": 2, "engine_dead": 2}
 
 
 STATS = (
@@ -129,6 +129,7 @@ def test_normal_shutdown_noise_is_not_a_death() -> None:
     )
     pipeline = run(text)
     assert {k: v for k, v in pipeline.counts.events.items() if v} == {
+        "startup_begin": 1,
         "startup_complete": 1,
         "shutdown": 1,
     }
@@ -147,7 +148,7 @@ def test_death_before_shutdown_counts_and_the_shutdown_too() -> None:
         + 'INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 503 Service Unavailable\n'
         + "INFO:     Shutting down\n"
     )
-    assert events(text) == {"startup_complete": 1, "engine_dead": 1, "shutdown": 1}
+    assert events(text) == {"startup_begin": 1, "startup_complete": 1, "engine_dead": 1, "shutdown": 1}
 
 
 def test_shutdown_marker_expires_so_a_later_death_counts() -> None:
@@ -156,7 +157,7 @@ def test_shutdown_marker_expires_so_a_later_death_counts() -> None:
         + api("10:30:00", "[shutdown] API server: shutdown triggered")
         + (api("10:35:00", "AsyncLLM output_handler failed.", "ERROR"))
     )
-    assert events(text) == {"startup_complete": 1, "shutdown": 1, "engine_dead": 1}
+    assert events(text) == {"startup_begin": 1, "startup_complete": 1, "shutdown": 1, "engine_dead": 1}
 
 
 def test_startup_failure_is_never_an_engine_death_and_takes_the_specific_reason() -> None:
@@ -180,7 +181,7 @@ def test_startup_failure_is_never_an_engine_death_and_takes_the_specific_reason(
         "Failed core proc(s): {}\n"
     )
     pipeline = run(text)
-    assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_failed": 1}
+    assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_begin": 1, "startup_failed": 1}
     assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"kv_cache_too_small": 1}
     assert pipeline.machine.phase == FAILED
 
@@ -195,7 +196,7 @@ def test_oom_during_startup_is_a_startup_failure_not_an_oom() -> None:
         )
     )
     pipeline = run(text)
-    assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_failed": 1}
+    assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_begin": 1, "startup_failed": 1}
     assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"out_of_memory": 1}
 
 
@@ -243,7 +244,7 @@ def test_request_errors_count_server_failures_but_not_probes_or_validation() -> 
         + api("10:01:00", "Error in chat completion stream generator.", "ERROR")
         + api("10:01:00", "Error in completion stream generator.", "ERROR")
     )
-    assert events(text) == {"startup_complete": 1, "request_error": 4}
+    assert events(text) == {"startup_begin": 1, "startup_complete": 1, "request_error": 4}
 
 
 def test_v0_preemption_total_is_a_running_count() -> None:
@@ -361,7 +362,7 @@ def test_phases_follow_the_lifecycle() -> None:
 
 def test_multiple_api_servers_report_startup_complete_once() -> None:
     text = api("10:00:00", "non-default args: {}") + "INFO:     Application startup complete.\n" * 4
-    assert events(text) == {"startup_complete": 1}
+    assert events(text) == {"startup_begin": 1, "startup_complete": 1}
 
 
 def test_event_state_survives_a_round_trip() -> None:

@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from vllm_log_exporter.counts import FILE_STATES, READ_ERROR_REASONS
+from vllm_log_exporter.lifecycle import BUCKETS, DURATION_PHASES, STATES, valid_version
 from vllm_log_exporter.metrics import build_registry
 from vllm_log_exporter.patterns import EVENTS, REASONS, load_patterns
 
@@ -17,13 +18,48 @@ REAL_LINES = sorted(
     | {p.sample.encode() for p in PATTERNS}
 )
 ENGINES = {str(n) for n in range(256)} | {"all"}
+LE = {repr(b) for b in BUCKETS} | {"+Inf"}
+# Allowed values of each label, by metric family (the `state` label of the file gauge and of
+# the server state are different sets).
 ALLOWED_LABELS = {
-    "event": set(EVENTS),
-    "reason": set(REASONS) | set(READ_ERROR_REASONS),
-    "state": set(FILE_STATES),
-    "engine": ENGINES,
-    "version": {"0.1.0"},
+    "vllm_log_events_total": {"event": set(EVENTS)},
+    "vllm_log_last_event_timestamp_seconds": {"event": set(EVENTS)},
+    "vllm_log_startup_failures_total": {"reason": set(REASONS)},
+    "vllm_log_read_errors_total": {"reason": set(READ_ERROR_REASONS)},
+    "vllm_log_files": {"state": set(FILE_STATES)},
+    "vllm_log_server_state": {"state": set(STATES)},
+    "vllm_log_startup_duration_seconds_bucket": {"phase": set(DURATION_PHASES), "le": LE},
+    "vllm_log_startup_duration_seconds_count": {"phase": set(DURATION_PHASES)},
+    "vllm_log_startup_duration_seconds_sum": {"phase": set(DURATION_PHASES)},
+    "vllm_log_last_startup_duration_seconds": {"phase": set(DURATION_PHASES)},
+    "vllm_log_exporter_build_info": {"version": {"0.1.0"}},
+    "vllm_log_vllm_version_info": {"version": None},  # checked by valid_version
+    **{
+        f"vllm_log_{name}": {"engine": ENGINES}
+        for name in (
+            "requests_running",
+            "requests_waiting",
+            "kv_cache_usage_ratio",
+            "prompt_throughput_tokens_per_second",
+            "generation_throughput_tokens_per_second",
+            "stats_last_timestamp_seconds",
+        )
+    },
 }
+
+
+def check_labels(series: str) -> None:
+    name, _, rest = series.partition("{")
+    if not rest:
+        return
+    allowed = ALLOWED_LABELS[name]
+    labels = dict(part.split("=", 1) for part in rest[:-1].split(","))
+    assert set(labels) == set(allowed), series
+    for label, quoted in labels.items():
+        value = quoted.strip('"')
+        assert valid_version(value) if allowed[label] is None else value in allowed[label], series
+
+
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -94,12 +130,13 @@ separator = st.sampled_from([b"\n", b"\n", b"\r\n", b""])
 def test_real_lines_mixed_with_garbage_keep_labels_in_the_fixed_sets(pieces, cuts, max_line) -> None:
     data = b"".join(p + s for p, s in pieces)
     pipeline = run(data, cuts, max_line)
-    for series, value in series_of(pipeline).items():
+    exported = series_of(pipeline)
+    for series, value in exported.items():
         assert value >= 0, series
-        if "{" in series:
-            labels = dict(part.split("=", 1) for part in series[series.index("{") + 1 : -1].split(","))
-            for name, quoted in labels.items():
-                assert quoted.strip('"') in ALLOWED_LABELS[name], series
+        check_labels(series)
+    # One state at a time, and at most one version: replaced, never accumulated.
+    assert sum(v for k, v in exported.items() if k.startswith("vllm_log_server_state{")) == 1
+    assert sum(1 for k in exported if k.startswith("vllm_log_vllm_version_info")) <= 1
     counts = pipeline.counts
     assert counts.lines == expected_lines(data)
     assert counts.oversized_lines <= counts.lines

@@ -27,41 +27,58 @@ LOG_FILES = sorted(p.name for p in LOGS.glob("*.log"))
 EXPECTED_EVENTS = {
     # Real: startup, traffic with 400/404 validation errors and /health probes, a stats line
     # under load, SIGTERM. 0.32 logs "AsyncLLM output_handler failed" + EngineDeadError
-    # after the shutdown began: a normal shutdown is not an engine death.
-    "vllm-0.32.0-cpu-normal.log": dict(startup_complete=1, shutdown=1),
+    # after the shutdown began: a normal shutdown is not an engine death. The logo's version,
+    # the arguments and the engine's `Initializing` are one startup.
+    "vllm-0.32.0-cpu-normal.log": dict(startup_begin=1, startup_complete=1, shutdown=1),
     # Real: kill -9 of EngineCore: the API server's WARNING, output_handler ERROR and
     # EngineDeadError are one death; /health 503 probes are not request errors.
-    "vllm-0.32.0-cpu-engine-killed.log": dict(startup_complete=1, engine_dead=1, shutdown=1),
+    "vllm-0.32.0-cpu-engine-killed.log": dict(startup_begin=1, startup_complete=1, engine_dead=1, shutdown=1),
     # Real: --max-model-len 16M on a 1 GiB CPU KV cache. EngineCore's error, the raw
     # `Process EngineCore:` copy, the worker dying and the API server's RuntimeError are
     # one startup failure, never an engine death.
-    "vllm-0.32.0-cpu-startup-failed.log": dict(startup_failed=1),
+    "vllm-0.32.0-cpu-startup-failed.log": dict(startup_begin=1, startup_failed=1),
     # Real: the same kill -9 with `--logging-config.formatter json`: one JSON object per
     # record, the traceback inside exc_info; raw stderr lines stay plain text.
-    "vllm-0.32.0-cpu-json-engine-killed.log": dict(startup_complete=1, engine_dead=1, shutdown=1),
+    "vllm-0.32.0-cpu-json-engine-killed.log": dict(
+        startup_begin=1, startup_complete=1, engine_dead=1, shutdown=1
+    ),
     # Real: RLIMIT_AS on the model worker, then a burst: DefaultCPUAllocator fails in the
     # worker (2 copies), EngineCore and the API server repeat it; 32 requests get 500.
     "vllm-0.32.0-cpu-runtime-oom.log": dict(
-        startup_complete=1, oom=1, engine_dead=1, request_error=32, shutdown=1
+        startup_begin=1, startup_complete=1, oom=1, engine_dead=1, request_error=32, shutdown=1
+    ),
+    # Real: a start, two requests, SIGTERM to the API server only (as docker stop does).
+    "vllm-0.32.0-cpu-start-stop.log": dict(startup_begin=1, startup_complete=1, shutdown=1),
+    # Real: three starts that cannot fit --max-model-len 2048 in 24 blocks of 32 tokens,
+    # then a good start and SIGTERM, all in one log: four startups, three failures.
+    "vllm-0.32.0-cpu-restart-loop.log": dict(
+        startup_begin=4, startup_failed=3, startup_complete=1, shutdown=1
     ),
     "constructed-v0.4-async-engine-dead.log": dict(
-        startup_complete=1, engine_dead=1, request_error=2, preemption=51
+        startup_begin=1, startup_complete=1, engine_dead=1, request_error=2, preemption=51
     ),
     "constructed-v0.6-mq-engine-dead.log": dict(
-        startup_complete=1, engine_dead=1, request_error=1, shutdown=1
+        startup_begin=1, startup_complete=1, engine_dead=1, request_error=1, shutdown=1
     ),
-    "constructed-v0.8-startup-kv-cache-too-small.log": dict(startup_failed=1),
+    "constructed-v0.8-startup-kv-cache-too-small.log": dict(startup_begin=1, startup_failed=1),
     "constructed-v0.11-ansi-prefix-runtime-oom.log": dict(
-        startup_complete=1, oom=1, engine_dead=1, request_error=1, shutdown=1
+        startup_begin=1, startup_complete=1, oom=1, engine_dead=1, request_error=1, shutdown=1
     ),
     "constructed-v0.32-json-logging.log": dict(
-        startup_complete=1, request_error=1, preemption=4, shutdown=1, startup_failed=1
+        startup_begin=2, startup_complete=1, request_error=1, preemption=4, shutdown=1, startup_failed=1
     ),
+    "constructed-v0.4-start-stop.log": dict(startup_begin=1, startup_complete=1, shutdown=1),
+    "constructed-v0.8-restart-loop.log": dict(
+        startup_begin=3, startup_failed=2, startup_complete=1, shutdown=1
+    ),
+    "constructed-v0.20-upgrade-to-v0.26.log": dict(startup_begin=2, startup_complete=2, shutdown=2),
 }
 EXPECTED_REASONS = {
-    "vllm-0.32.0-cpu-startup-failed.log": "kv_cache_too_small",
-    "constructed-v0.8-startup-kv-cache-too-small.log": "kv_cache_too_small",
-    "constructed-v0.32-json-logging.log": "no_cache_memory",
+    "vllm-0.32.0-cpu-startup-failed.log": {"kv_cache_too_small": 1},
+    "vllm-0.32.0-cpu-restart-loop.log": {"kv_cache_too_small": 3},
+    "constructed-v0.8-startup-kv-cache-too-small.log": {"kv_cache_too_small": 1},
+    "constructed-v0.32-json-logging.log": {"no_cache_memory": 1},
+    "constructed-v0.8-restart-loop.log": {"kv_cache_too_small": 2},
 }
 
 
@@ -84,8 +101,8 @@ def test_event_counts(name: str) -> None:
     expected = {event: EXPECTED_EVENTS[name].get(event, 0) for event in EVENTS}
     assert {e: observed[f'vllm_log_events_total{{event="{e}"}}'] for e in EVENTS} == expected
     failures = {k: v for k, v in observed.items() if k.startswith("vllm_log_startup_failures_total") and v}
-    reason = EXPECTED_REASONS.get(name)
-    assert failures == ({f'vllm_log_startup_failures_total{{reason="{reason}"}}': 1.0} if reason else {})
+    reasons = EXPECTED_REASONS.get(name, {})
+    assert failures == {f'vllm_log_startup_failures_total{{reason="{r}"}}': n for r, n in reasons.items()}
     assert observed["vllm_log_lines_total"] == (LOGS / name).read_bytes().count(b"\n")
     assert observed["vllm_log_undecodable_lines_total"] == 0
 

@@ -1,8 +1,9 @@
-"""The exporter following a real vLLM CPU server's log while the engine is killed.
+"""The exporter following a real vLLM CPU server's log from its start until the engine is
+killed.
 
-The point of the exporter: after `kill -9` of EngineCore, vLLM 0.32 answers /health with
-503 and then exits, so its own /metrics is gone; the exporter, reading the log, still
-reports the death.
+The point of the exporter: while vLLM loads its model it has no /metrics yet, and after
+`kill -9` of EngineCore it answers /health with 503 and then exits, so its own /metrics is
+gone; the exporter, reading the log, tells both.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ def event(name: str) -> str:
     return f'vllm_log_events_total{{event="{name}"}}'
 
 
+def state(name: str) -> str:
+    return f'vllm_log_server_state{{state="{name}"}}'
+
+
 @pytest.mark.vllm
 def test_exporter_reports_a_killed_engine_after_vllm_is_gone(tmp_path) -> None:
     log = tmp_path / "vllm.log"
@@ -25,8 +30,22 @@ def test_exporter_reports_a_killed_engine_after_vllm_is_gone(tmp_path) -> None:
     with exporter("--log-file", str(log), port=free_port()) as running:
         server.launch()
         try:
+            # Before vLLM listens, the log already says it is loading its model.
+            loading = running.wait_for(state("loading"), 1, timeout=240)
+            assert scrape(server.metrics_url) is None
+            assert loading[event("startup_begin")] == 1
+            assert loading['vllm_log_vllm_version_info{version="0.32.0"}'] == 1
             server.wait_ready()
-            running.wait_for(event("startup_complete"), 1, timeout=60)
+            ready = running.wait_for(state("ready"), 1, timeout=60)
+            assert ready[event("startup_complete")] == 1
+            assert (
+                ready["vllm_log_server_state_since_timestamp_seconds"]
+                >= loading["vllm_log_server_state_since_timestamp_seconds"]
+            )
+            # This startup's figures: the weights, the engine, and the total by the log's times.
+            for phase in ("weights", "engine_init", "total"):
+                assert ready[f'vllm_log_startup_duration_seconds_count{{phase="{phase}"}}'] == 1
+            assert 0 < ready['vllm_log_last_startup_duration_seconds{phase="total"}'] <= server.started_in + 2
             counts = send_traffic(server)
             assert counts.get("200", 0) >= 8 and counts.get("400", 0) >= 2, counts
             # The periodic stats line comes within one 10 s interval after traffic.
@@ -43,6 +62,7 @@ def test_exporter_reports_a_killed_engine_after_vllm_is_gone(tmp_path) -> None:
             server.stop()
         assert wait_until(lambda: scrape(server.metrics_url) is None, what="vLLM's /metrics to vanish")
         metrics = running.wait_for(event("shutdown"), 1, timeout=30)
+        assert metrics[state("dead")] == 1  # uvicorn's shutdown after the death is no planned stop
         assert {
             e: metrics[event(e)] for e in ("oom", "engine_dead", "startup_failed", "startup_complete")
         } == {

@@ -97,6 +97,7 @@ def test_label_sets_are_the_contract() -> None:
         "request_error",
         "startup_complete",
         "shutdown",
+        "startup_begin",
     )
     assert set(REASONS) >= {
         "kv_cache_too_small",
@@ -195,6 +196,12 @@ def test_a_custom_patterns_file_is_used(tmp_path: Path) -> None:
         ('anchor: "out of memory"', 'anchor: "exploded"', "does not contain the anchor"),
         ("    sample:", "    colour: red\n    sample:", "unknown field(s): colour"),
         ("name: custom_oom", "name: ''", "non-empty string 'name'"),
+        ("reason: out_of_memory", "reason: out_of_memory\n    phase: weights", "'phase' is needed by"),
+        (
+            "regex: 'NPU out of memory'",
+            "regex: 'NPU (?P<version>out) of memory'",
+            "only engine_begin and startup_begin lines may have a 'version' group",
+        ),
     ],
 )
 def test_invalid_patterns_fail_at_load(tmp_path: Path, replace: str, by: str, message: str) -> None:
@@ -209,6 +216,40 @@ def test_duplicate_names_and_startup_failures_without_reason_fail(tmp_path: Path
     no_reason = GOOD.replace("kind: oom", "kind: startup_failed").replace("    reason: out_of_memory\n", "")
     with pytest.raises(PatternError, match="without a 'reason'"):
         load_patterns(_write(tmp_path, no_reason))
+
+
+DURATION = """\
+  - name: custom_weights
+    kind: startup_duration
+    phase: weights
+    anchor: "weights in"
+    regex: 'weights in (?P<seconds>[\\d.]+)s'
+    sample: "INFO 01-01 00:00:00 [x.py:1] weights in 3.5s"
+"""
+
+
+def test_startup_duration_entries_need_a_known_phase_and_seconds(tmp_path: Path) -> None:
+    patterns = load_patterns(_write(tmp_path, DURATION))
+    assert [(p.kind, p.phase) for p in patterns] == [("startup_duration", "weights")]
+    with pytest.raises(PatternError, match="unknown phase 'warmup'; known: weights, model_load, engine_init"):
+        load_patterns(_write(tmp_path, DURATION.replace("phase: weights", "phase: warmup")))
+    with pytest.raises(PatternError, match="'phase' is needed by startup_duration entries"):
+        load_patterns(_write(tmp_path, DURATION.replace("    phase: weights\n", "")))
+    with pytest.raises(PatternError, match="lacks named group"):
+        load_patterns(_write(tmp_path, DURATION.replace("?P<seconds>", "")))
+
+
+def test_the_logo_line_is_text_but_traceback_frames_are_not() -> None:
+    """The logo's version line starts with one space; frames with two, source with four."""
+    logo = (
+        "(APIServer pid=1) INFO 11-29 09:53:37 [api_utils.py:347]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0"
+    )
+    hit = PATTERNS.match_line(logo)
+    assert hit is not None and hit[0].name == "logo_version" and hit[1].group("version") == "0.32.0"
+    frame = '(APIServer pid=1) ERROR 11-29 09:53:37 [x.py:1]   File "x.py", line 1, in f'
+    source = '(APIServer pid=1) ERROR 11-29 09:53:37 [x.py:1]     logger.info("Starting to load model %s", m)'
+    assert PATTERNS.match_line(frame) is None and PATTERNS.match_line(source) is None
+    assert PATTERNS.match_line("\tStarting to load model m") is None
 
 
 def test_unreadable_or_malformed_files_fail(tmp_path: Path) -> None:

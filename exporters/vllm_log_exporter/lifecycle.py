@@ -1,0 +1,207 @@
+"""The server's lifecycle as its log tells it, for alerts that must tell a slow start from a
+restart loop, a planned stop from a death:
+
+    unknown --start marker--> starting --loading line--> loading --ready--> ready
+    ready | starting | loading --shutdown marker--> stopping --shutdown complete--> stopped
+    starting | loading --startup failure--> failed_start
+    ready --engine death--> dead
+    any but starting/loading --start marker--> starting        (a new startup)
+
+Start markers (`startup_begin` and `engine_begin` patterns) are counted once per startup,
+however many a startup prints: the API server prints its version and its arguments, each
+engine core its `Initializing a V1 LLM engine`. Within a startup a second engine marker is
+another engine core; a server marker seen twice, or one after loading began, is a new
+server process (a restart whose failure the log did not show).
+
+Startup failures and engine deaths are the event rules' decisions (events.py): this module
+is told when they count, so a death during a planned shutdown, which the rules ignore, never
+makes the state `dead`.
+
+Durations of a completed startup (`Application startup complete.`): the weights phase
+(`Loading weights took`; `Model loading took` when a startup prints no weights line), the
+engine initialisation, the largest figure when several workers or engines report one, and
+the total from the first start marker to readiness. The total uses the log's own times when
+there are two to compare (the readiness line's own, or else that of the last timestamped
+line the rules saw before it: in text logs uvicorn's readiness line has no time, but vLLM's
+`Starting vLLM server on ...` comes just before it), and otherwise the wall clock between
+reading the two lines, when following a log (--once reads a whole log at once: no total).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .counts import Counts
+
+UNKNOWN, STARTING, LOADING, READY = "unknown", "starting", "loading", "ready"
+STOPPING, STOPPED, FAILED_START, DEAD = "stopping", "stopped", "failed_start", "dead"
+STATES = (UNKNOWN, STARTING, LOADING, READY, STOPPING, STOPPED, FAILED_START, DEAD)
+"""Values of the `state` label of vllm_log_server_state, in exposition order."""
+
+DURATION_PHASES = ("weights", "engine_init", "total")
+"""Values of the `phase` label of the startup-duration metrics."""
+
+BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)
+"""Upper bounds of the startup-duration histogram, seconds: 1 s to 1 h."""
+
+_VERSION = re.compile(r"\d{1,4}\.\d{1,4}(?:\.\d{1,6}){0,3}(?:[.+-]?[a-z][a-z0-9.+]{0,23})?")
+_IN_STARTUP = (STARTING, LOADING)
+_STOPPABLE = (UNKNOWN, STARTING, LOADING, READY)
+_MAX_MARKERS = 32
+
+
+def valid_version(text: str) -> bool:
+    """A vLLM version as releases spell it (0.6.6.post1, 0.11.0rc1, 0.10.1.dev5+gabc1234):
+    anything else never becomes a label value."""
+    return _VERSION.fullmatch(text) is not None
+
+
+def bucket_index(seconds: float) -> int:
+    """Index of the first bucket whose bound holds seconds (len(BUCKETS) for +Inf)."""
+    for index, bound in enumerate(BUCKETS):
+        if seconds <= bound:
+            return index
+    return len(BUCKETS)
+
+
+class Lifecycle:
+    """Keeps counts.server_state and the startup figures; the event rules drive it."""
+
+    def __init__(self, counts: Counts, clock: Callable[[], float], live: bool = True) -> None:
+        self.counts = counts
+        self.clock = clock
+        self.live = live  # reading time is log time (following); not for --once
+        self._new_startup_data(None, None)
+
+    def _new_startup_data(self, log_time: float | None, wall_time: float | None) -> None:
+        self.markers: set[str] = set()  # start patterns seen in the current startup
+        self.started_log = log_time  # log time of its first start marker
+        self.started_wall = wall_time  # wall clock when that marker was read
+        self.figures: dict[str, float] = {}  # duration source -> the largest figure seen
+
+    # -- lines -------------------------------------------------------------------------
+
+    def start_marker(self, name: str, engine: bool, when: float | None, version: str | None) -> bool:
+        """A start marker (pattern `name`); True when it begins a new startup."""
+        if version is not None and valid_version(version):
+            self.counts.vllm_version = version
+        state = self.counts.server_state
+        if state in _IN_STARTUP and (engine or (state == STARTING and name not in self.markers)):
+            if len(self.markers) < _MAX_MARKERS:
+                self.markers.add(name)
+            return False
+        self._new_startup_data(when, self.clock())
+        self.markers.add(name)
+        self._enter(STARTING, again=True)
+        return True
+
+    def loading(self) -> None:
+        """A line printed while the model loads or the engine initialises."""
+        if self.counts.server_state in (UNKNOWN, STARTING):
+            self._enter(LOADING)
+
+    def figure(self, source: str, seconds: float) -> None:
+        """A duration the startup reports (source: patterns.DURATION_SOURCES)."""
+        if self.counts.server_state in (UNKNOWN, STARTING, LOADING):
+            self.figures[source] = max(seconds, self.figures.get(source, 0.0))
+            self._enter(LOADING)
+
+    def ready(self, when: float | None) -> None:
+        """`Application startup complete.`: the server answers requests."""
+        if self.counts.server_state in _IN_STARTUP:
+            self._record_startup(when)
+        self._enter(READY)
+
+    def shutdown(self) -> None:
+        """A shutdown sequence began. A dead or failed server shutting down stays so."""
+        if self.counts.server_state in _STOPPABLE:
+            self._enter(STOPPING)
+
+    def shutdown_complete(self) -> None:
+        if self.counts.server_state in (*_STOPPABLE, STOPPING):
+            self._enter(STOPPED)
+
+    def failed_start(self) -> None:
+        """The event rules counted (or absorbed) a startup failure."""
+        self._enter(FAILED_START)
+
+    def dead(self) -> None:
+        """The event rules counted an engine death."""
+        self._enter(DEAD)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _enter(self, state: str, again: bool = False) -> None:
+        if state not in _IN_STARTUP and self.counts.server_state in _IN_STARTUP:
+            self._new_startup_data(None, None)  # the startup ended: its figures are done
+        if again or state != self.counts.server_state:
+            self.counts.server_state = state
+            self.counts.server_state_since = self.clock()
+
+    def _record_startup(self, when: float | None) -> None:
+        figures = self.figures
+        observed = {}
+        weights = figures.get("weights", figures.get("model_load"))
+        if weights is not None:
+            observed["weights"] = weights
+        if "engine_init" in figures:
+            observed["engine_init"] = figures["engine_init"]
+        total = self._total(when)
+        if total is not None:
+            observed["total"] = total
+        for phase, seconds in observed.items():
+            histogram = self.counts.startup_durations[phase]
+            histogram["buckets"][bucket_index(seconds)] += 1
+            histogram["sum"] += seconds
+        if observed:
+            self.counts.last_startup_durations = observed
+
+    def _total(self, when: float | None) -> float | None:
+        start = self.started_log
+        if start is not None and when is not None and when > start:
+            return when - start
+        if self.live and self.started_wall is not None:
+            return max(0.0, self.clock() - self.started_wall)
+        return None
+
+    # -- persistence -------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "markers": sorted(self.markers),
+            "started_log": self.started_log,
+            "started_wall": self.started_wall,
+            "figures": dict(self.figures),
+        }
+
+    def restore(self, data: dict[str, Any]) -> None:
+        markers = data.get("markers", [])
+        self.markers = {str(m) for m in markers[:_MAX_MARKERS]} if isinstance(markers, list) else set()
+        self.started_log = _optional_float(data.get("started_log"))
+        self.started_wall = _optional_float(data.get("started_wall"))
+        figures = data.get("figures", {})
+        self.figures = (
+            {k: float(v) for k, v in figures.items() if k in ("weights", "model_load", "engine_init")}
+            if isinstance(figures, dict)
+            else {}
+        )
+
+    def adopt_phase(self, phase: str) -> None:
+        """A state file from before the lifecycle metrics: take the event rules' phase. The
+        time of the transition is unknown; the time of the restore stands for it."""
+        state = {
+            "starting": STARTING,
+            "serving": READY,
+            "stopping": STOPPING,
+            "dead": DEAD,
+            "failed": FAILED_START,
+        }.get(phase, UNKNOWN)
+        self.counts.server_state = state
+        self.counts.server_state_since = self.clock() if state != UNKNOWN else 0.0
+
+
+def _optional_float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
