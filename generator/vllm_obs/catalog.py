@@ -159,6 +159,16 @@ class Catalog:
                     )
         return out
 
+    @property
+    def features(self) -> frozenset[str]:
+        """Every feature some series depends on (`when: feature:<name>`)."""
+        return frozenset(
+            v.when.removeprefix("feature:")
+            for m in self.metrics.values()
+            for v in m.variants
+            if v.when.startswith("feature:")
+        )
+
     def engine_names(self, engine: str) -> frozenset[str]:
         """Every series name the engine family has exposed in any release."""
         return frozenset(m.name for m in self.metrics.values() if any(v.engine == engine for v in m.variants))

@@ -59,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=("v0", "v1"),
         help="with --vllm-version: the engine (default: the release's default)",
     )
+    gen.add_argument(
+        "--feature",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with the catalog: a server feature that is on (spec_decode, lora, nixl, kv_offload...); repeatable",
+    )
     gen.add_argument("--config", metavar="FILE", help="YAML config; see `vllm-obs default-config`")
     gen.add_argument(
         "--out", metavar="DIR", default=DEFAULT_OUT, help=f"output directory (default: {DEFAULT_OUT})"
@@ -103,6 +110,11 @@ def _load_source(args: argparse.Namespace, catalog: Catalog) -> tuple[MetricSour
         raise BundleError(
             "--engine only applies with --vllm-version; a live or saved exposition shows its own engine."
         )
+    if args.feature and (args.metrics_url or args.metrics_file):
+        raise BundleError(
+            "--feature only applies to the embedded catalog; a live or saved exposition shows its own features."
+        )
+    features = tuple(dict.fromkeys(args.feature))
     if args.metrics_url:
         token = read_token_file(args.bearer_token_file) if args.bearer_token_file else token_from_env()
         text = read_url(
@@ -118,8 +130,8 @@ def _load_source(args: argparse.Namespace, catalog: Catalog) -> tuple[MetricSour
         release, note = catalog.release(args.vllm_version)
         if note:
             notes.append(note)
-        return from_catalog(catalog, release, args.engine), notes
-    return from_catalog(catalog, catalog.newest), notes
+        return from_catalog(catalog, release, args.engine, features), notes
+    return from_catalog(catalog, catalog.newest, None, features), notes
 
 
 def _generate(args: argparse.Namespace) -> int:

@@ -141,6 +141,24 @@ class AlertsSection:
     log_event_window: str = knob(
         "10m", "log-exporter events (OOM, dead engine, failed start) stay firing this long"
     )
+    spec_decode_acceptance_below: float = knob(
+        0.2,
+        "VllmSpecDecodeAcceptanceLow: share of draft tokens accepted below this warns (drafts then cost "
+        "more than they save; an n-gram proposer on text that does not repeat sits near 0)",
+    )
+    spec_decode_for: str = knob("15m", "VllmSpecDecodeAcceptanceLow: how long the acceptance must stay low")
+    rejections_for: str = knob("2m", "VllmRequestsRejected: how long vLLM must keep turning requests away")
+    kv_transfer_window: str = knob(
+        "10m", "VllmKVTransferFailures: a failed KV transfer or offload allocation keeps it firing this long"
+    )
+    engine_kv_spread: float = knob(
+        0.5, "VllmEngineImbalance: KV-cache usage of the fullest and the emptiest engine differ by more"
+    )
+    engine_waiting_spread: float = knob(
+        10,
+        "VllmEngineImbalance: waiting requests of the longest and the shortest engine queue differ by more",
+    )
+    engine_imbalance_for: str = knob("15m", "VllmEngineImbalance: how long the imbalance must hold")
     expected_startup: str = knob(
         "10m",
         "how long a start may take (start marker to `Application startup complete.` in the log): "
@@ -438,7 +456,15 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
         # An objective of 1 leaves no error budget; a usage threshold of 1 is still meaningful.
         is_objective = f.name.endswith("_objective")
         is_usage = f.name.startswith(
-            ("kv_usage", "kv_predict_floor", "throttled_kv", "memory_full_threshold", "idle_utilization")
+            (
+                "kv_usage",
+                "kv_predict_floor",
+                "throttled_kv",
+                "memory_full_threshold",
+                "idle_utilization",
+                "spec_decode_acceptance",
+                "engine_kv_spread",
+            )
         )
         if isinstance(value, float) and (is_objective or is_usage):
             if not (0 < value < 1 if is_objective else 0 < value <= 1):

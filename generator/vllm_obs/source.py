@@ -66,14 +66,23 @@ class MetricSource:
         return tuple(minors)
 
 
-def from_catalog(catalog: Catalog, release: ReleaseInfo, engine: str | None = None) -> MetricSource:
+def from_catalog(
+    catalog: Catalog, release: ReleaseInfo, engine: str | None = None, features: tuple[str, ...] = ()
+) -> MetricSource:
+    """The series a release exposes with default flags, plus those of the features named."""
     engine = engine or release.engines[0]
+    unknown = sorted(set(features) - catalog.features)
+    if unknown:
+        raise BundleError(
+            f"--feature {unknown[0]} is not a feature the catalog knows; pick from: "
+            f"{', '.join(sorted(catalog.features))}."
+        )
     if engine not in release.engines:
         raise BundleError(
             f"vLLM {release.text} has no {engine} engine (it runs {', '.join(release.engines)}); "
             "drop --engine or pick one of those."
         )
-    specs = catalog.families(release.version, engine)
+    specs = catalog.families(release.version, engine, features=features)
     families = {
         name: Family(
             name=name,
@@ -84,7 +93,8 @@ def from_catalog(catalog: Catalog, release: ReleaseInfo, engine: str | None = No
         )
         for name, spec in specs.items()
     }
-    origin = f"the embedded catalog for vLLM {release.text} ({engine} engine)"
+    with_features = f", with {', '.join(sorted(features))}" if features else ""
+    origin = f"the embedded catalog for vLLM {release.text} ({engine} engine{with_features})"
     return MetricSource(origin=origin, families=families, engine=engine, summary=origin, releases=(release,))
 
 

@@ -115,7 +115,7 @@ def test_a_user_who_changes_thresholds_gets_tests_that_pin_the_new_ones(tmp_path
     [
         ("p95_5m > 2\n", "p95_5m > 2.5\n"),  # TTFT warning threshold moved up
         ("vllm_requests_waiting:sum > 20", "vllm_requests_waiting:sum > 21"),  # queue threshold
-        ("vllm_kv_cache_usage:max > 0.9", "vllm_kv_cache_usage:max >= 0.9"),  # the silent case sits on it
+        ('(vllm:kv_cache_usage_perc{job="vllm"}) > 0.9', '(vllm:kv_cache_usage_perc{job="vllm"}) >= 0.9'),  # silent sits on it
         ("for: 1m", "for: 2m"),  # the KV pressure `for` boundary
         # A starting server must not page: drop the lifecycle exception of VllmTargetDown.
         ('state=~"starting|loading"}) == 1\n        or', 'state=~"none"}) == 1\n        or'),

@@ -13,6 +13,7 @@ import re
 from ..config import BundleConfig
 from ..promql import number, seconds, selector
 from ..signals import Resolution
+from . import features, gpu
 from .model import Alert, Group
 from .names import Names, by, scope_of, slo_miss
 
@@ -53,6 +54,8 @@ def alert_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
         Group("vllm-obs.probe", tuple(_probe(cfg))),
         Group("vllm-obs.lifecycle", tuple(_lifecycle(res, cfg))),
         Group("vllm-obs.slo-burn", tuple(_burn(res, cfg))),
+        Group(features.ALERT_GROUP, tuple(features.alerts(res, cfg))),  # what the source turns on
+        Group(gpu.ALERT_GROUP, tuple(gpu.alerts(res, cfg))),  # empty unless gpu.enabled
         Group("vllm-obs.meta", (_watchdog(),)),
     ]
     return [g for g in groups if g.rules]
@@ -146,15 +149,21 @@ def _saturation(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
             )
         )
     if "kv_cache_usage" in res.signals:
+        kv = res["kv_cache_usage"]
+        usage, engine = n.kv_cache_usage, ""
+        if kv.has_label("engine"):
+            # Each engine (data-parallel rank) has its own cache: name the one that fills.
+            usage = f"max by ({by(sc.instance_model)}, engine) ({selector(kv.name, cfg.vllm_selector)})"
+            engine = " engine {{ $labels.engine }}"
         out.append(
             Alert(
                 name="VllmKVCachePressure",
-                expr=f"{n.kv_cache_usage} > {number(a.kv_usage_threshold)}",
+                expr=f"{usage} > {number(a.kv_usage_threshold)}",
                 for_=a.kv_usage_for,
                 severity="warning",
                 summary="vLLM's KV cache is nearly full.",
                 description=(
-                    f"KV-cache usage of {sc.where} is {{{{ $value | humanizePercentage }}}} "
+                    f"KV-cache usage of {sc.where}{engine} is {{{{ $value | humanizePercentage }}}} "
                     f"(threshold {percent(a.kv_usage_threshold)}, for {a.kv_usage_for}); "
                     "requests will be preempted."
                 ),

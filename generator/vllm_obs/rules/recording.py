@@ -6,6 +6,7 @@ from ..config import BundleConfig
 from ..errors import BundleError
 from ..promql import le_matcher, selector
 from ..signals import Resolution
+from . import features, gpu
 from .model import Group, Recording
 from .names import LATENCY_METRICS, QUANTILES, Names, by, scope_of, slo_miss
 
@@ -14,10 +15,11 @@ SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 
 def recording_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
-    groups = [Group("vllm-obs.recording", tuple(_recordings(res, cfg)))]
+    groups = [Group("vllm-obs.recording", tuple(_recordings(res, cfg) + features.recordings(res, cfg)))]
     slo = tuple(_slo_recordings(res, cfg))
     if slo:
         groups.append(Group("vllm-obs.slo", slo))
+    groups += gpu.recording_groups(res, cfg)  # empty unless gpu.enabled
     return groups
 
 
@@ -132,6 +134,35 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
                 f"sum by ({by(sc.instance)}) ({errors})\n/\n({n.http_requests} > 0)"
                 f"\nor\n0 * ({n.http_requests} > 0)",
             )
+        )
+    out += _lora_recordings(res, cfg)
+    return out
+
+
+# vllm:lora_requests_info is set to the current time under a new label set whenever the
+# adapters change, and the old label sets stay; its adapter lists are comma-joined names.
+LORA_COUNT_LIMIT = 16  # adapters counted per list (max_lora is rarely larger)
+
+
+def _lora_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
+    """The current adapter lists per server, and how many adapters each holds (up to the limit)."""
+    if "lora_requests" not in res.signals:
+        return []
+    n = Names(cfg.alerts.rate_window)
+    info = selector(res["lora_requests"].name, cfg.vllm_selector)
+    server = by(scope_of(cfg, res).instance)
+    out = [Recording(n.lora_latest, f"{info}\n== on ({server}) group_left ()\nmax by ({server}) ({info})")]
+    for record, label in (
+        (n.lora_running, "running_lora_adapters"),
+        (n.lora_waiting, "waiting_lora_adapters"),
+    ):
+        # One series per adapter name (the i-th of the list) plus the bare list: count them, minus one.
+        names = "\n  or ".join(
+            f'label_replace({n.lora_latest}, "adapter", "$1", "{label}", "(?:[^,]*,){{{i}}}([^,]+)(?:,.*)?")'
+            for i in range(LORA_COUNT_LIMIT)
+        )
+        out.append(
+            Recording(record, f"count by ({server}, max_lora) (\n  {names}\n  or {n.lora_latest}\n) - 1")
         )
     return out
 

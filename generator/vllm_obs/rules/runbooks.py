@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ..config import BundleConfig
 from ..links import DASHBOARDS
 from ..signals import Resolution
+from . import features, gpu
 from .model import Alert, Group
 from .names import Names
 
@@ -414,6 +415,8 @@ SECTIONS: dict[str, Section] = {
         ],
     ),
 }
+SECTIONS.update(features.runbook_sections())  # what the source turns on: spec decode, admission...
+SECTIONS.update(gpu.runbook_sections())  # VllmGpu*: the GPU layer keeps its own
 
 
 def runbook(groups: list[Group], res: Resolution, cfg: BundleConfig) -> str:
@@ -497,6 +500,7 @@ def _placeholders(res: Resolution, cfg: BundleConfig) -> dict[str, str]:
         "starts": f'increase(vllm_log_events_total{{{cfg.exporter_selector}, event="startup_begin"}}[1h])',
         "startup_failures": f"increase(vllm_log_startup_failures_total{{{cfg.exporter_selector}}}[1h])",
         "version_info": f"vllm_log_vllm_version_info{{{cfg.exporter_selector}}}",
+        **features.placeholders(cfg),
         "exporter_selector": cfg.exporter_selector,
         "ttft_burn": "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h",
         "itl_burn": "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h",
