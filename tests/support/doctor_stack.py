@@ -24,6 +24,8 @@ from pathlib import Path
 import requests
 import yaml
 from vllm_obs.cli import main as vllm_obs
+from vllm_obs.doctor import output
+from vllm_obs.doctor.findings import Finding, Report
 
 from .monitoring import Alertmanager, Prometheus, binary
 from .vllm_server import free_port, http_get
@@ -235,8 +237,9 @@ def write_prometheus_config(bundle: Path, edit: Callable[[dict], None] | None = 
     return path
 
 
-def settle(prom: WebPrometheus, bundle: Path, timeout: float = 60) -> None:
-    """Wait until every target was scraped once and every rule group of the bundle evaluated once."""
+def settle(prom: WebPrometheus, bundle: Path, timeout: float = 60, scrapes: bool = True) -> None:
+    """Wait until every target was scraped once (unless not scrapes) and every rule group of the
+    bundle evaluated once."""
     groups = set()
     for path in (bundle / "alerts").glob("*.rules.yml"):
         groups |= {g["name"] for g in yaml.safe_load(path.read_text())["groups"]}
@@ -244,7 +247,7 @@ def settle(prom: WebPrometheus, bundle: Path, timeout: float = 60) -> None:
     while time.monotonic() < deadline:
         targets = prom.api("/api/v1/targets")["activeTargets"]
         loaded = prom.api("/api/v1/rules")["groups"]
-        scraped = all(t["health"] != "unknown" for t in targets)
+        scraped = not scrapes or all(t["health"] != "unknown" for t in targets)
         evaluated = {g["name"] for g in loaded if not g["lastEvaluation"].startswith("0001")}
         if scraped and (groups & {g["name"] for g in loaded}) <= evaluated:
             return
@@ -327,11 +330,24 @@ def doctor(*args: str) -> DoctorRun:
 
 
 def doctor_both(*args: str) -> DoctorRun:
-    """The text report and the JSON report of the same stack (two runs)."""
-    text = doctor(*args)
-    data = doctor(*args, "--json")
-    text.report = data.report
-    return text
+    """One run with --json, and the text report rendered from the same findings."""
+    run = doctor(*args, "--json")
+    if run.report:
+        data = run.report
+        report = Report(data["prometheus"], data["alertmanager"], data["bundle"], data["bundle_source"])
+        for check in data["checks"]:
+            report.add(
+                Finding(
+                    check["family"],
+                    check["status"],
+                    check["subject"],
+                    check["message"],
+                    check.get("action", ""),
+                    check.get("items", []),
+                )
+            )
+        run.out = output.text(report)
+    return run
 
 
 def alertmanager_with(config: Path, workdir: Path) -> Alertmanager:
@@ -375,6 +391,8 @@ def stand_in_stack(
     prometheus_edit: Callable[[dict], None] | None = None,
     bundle_edit: Callable[[Path], None] | None = None,
     log: Path | None = None,
+    wait_for_scrapes: bool = True,
+    wait_for_watchdog: bool = True,
     **web: object,
 ) -> Iterator[Stack]:
     """A stand-in vLLM (a saved real exposition), the real log exporter reading a real log,
@@ -404,10 +422,90 @@ def stand_in_stack(
             am = stack.enter_context(Alertmanager(bundle / "alerts" / "alertmanager.yml", tmp, port=am_port))
         prom_config = write_prometheus_config(bundle, prometheus_edit)
         prom = stack.enter_context(WebPrometheus(prom_config, tmp, **web))  # type: ignore[arg-type]
-        settle(prom, bundle)
-        if am and alerting:
+        settle(prom, bundle, scrapes=wait_for_scrapes)
+        if wait_for_watchdog and am and alerting:
             wait_until(
                 lambda: any(a["labels"].get("alertname") == "Watchdog" for a in am.alerts()),
                 "the Watchdog alert to reach Alertmanager",
             )
+        elif wait_for_watchdog:
+            wait_until(
+                lambda: bool(prom.api("/api/v1/query", query='ALERTS{alertname="Watchdog"}')["result"]),
+                "the Watchdog alert to fire in Prometheus",
+            )
         yield Stack(bundle, prom, am, vllm.address, exporter, webhook)
+
+
+class TokenProxy:
+    """A reverse proxy on loopback that wants a bearer token and serves its upstream under a
+    path prefix, as operators put Prometheus or Alertmanager behind one (oauth2-proxy, an
+    ingress): https://host/prometheus/api/v1/... -> upstream/api/v1/...
+    """
+
+    def __init__(self, upstream: str, token: str, prefix: str = "/prometheus") -> None:
+        self.upstream, self.token, self.prefix = upstream.rstrip("/"), token, prefix
+        self.port = free_port()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if not self.path.startswith(proxy.prefix + "/"):
+                    return self._send(404, b"not found\n", "text/plain")
+                if self.headers.get("Authorization") != f"Bearer {proxy.token}":
+                    return self._send(401, b'{"error": "unauthorised"}', "application/json")
+                upstream = requests.get(proxy.upstream + self.path[len(proxy.prefix) :], timeout=30)
+                self._send(upstream.status_code, upstream.content, upstream.headers.get("Content-Type", ""))
+
+            def _send(self, status: int, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{self.prefix}"
+
+    def __enter__(self) -> TokenProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def self_signed(workdir: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (it is its own CA) and its key, made with openssl."""
+    cert, key = workdir / "cert.pem", workdir / "key.pem"
+    subprocess.run(
+        [
+            binary("openssl"),
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key

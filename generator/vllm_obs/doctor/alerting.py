@@ -86,11 +86,21 @@ def _heartbeat(ctx: Context) -> str | None:
     name = next((r.name for r in ctx.view.rules if r.kind == "alert" and _always(r)), None)
     if name is None:
         return None
-    try:
-        firing = ctx.prom.query(f'ALERTS{{alertname="{name}", alertstate="firing"}}')
-    except ApiError as exc:
-        ctx.add(FAMILY, WARN, name, f"could not ask whether it fires ({exc.message})")
-        return None
+    states = [
+        rule.get("state")
+        for groups in (ctx.loaded_groups or {}).values()
+        for group in groups
+        for rule in group.get("rules") or []
+        if rule.get("type") == "alerting" and rule.get("name") == name
+    ]
+    if states:
+        firing = "firing" in states
+    else:  # no rules API here (or the rule is not loaded): ask for the alert itself
+        try:
+            firing = bool(ctx.prom.query(f'ALERTS{{alertname="{name}", alertstate="firing"}}'))
+        except ApiError as exc:
+            ctx.add(FAMILY, WARN, name, f"could not ask whether it fires ({exc.message})")
+            return None
     if not firing:
         cause = ctx.causes.get(name)
         ctx.add(

@@ -14,7 +14,7 @@ def text(report: Report) -> str:
         f"vllm-obs doctor: Prometheus {report.prometheus}"
         + (f", Alertmanager {report.alertmanager}" if report.alertmanager else "")
         + f", bundle {report.bundle} ({report.bundle_source})",
-        "WARN lines are warnings (they do not fail the run); FAIL lines are problems.",
+        "Lines marked WARN are warnings (they do not fail the run); lines marked FAIL are problems.",
     ]
     for family, title in FAMILIES.items():
         findings = [f for f in report.findings if f.family == family]

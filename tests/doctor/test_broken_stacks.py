@@ -1,0 +1,260 @@
+"""The doctor on real Prometheus and Alertmanager stacks, each broken in one way.
+
+The vLLM in these stacks is a stand-in: a saved exposition of a real vLLM 0.32.0 under
+traffic (tests/fixtures/metrics/vllm-0.32.0-cpu-traffic.prom) served by a loopback HTTP
+server, because what is broken here is the monitoring around vLLM, not vLLM. The log
+exporter is the real process reading a real vLLM 0.32 log; Prometheus and Alertmanager are
+the real binaries loaded with a bundle generated for the stack. Its counters do not move,
+so the doctor warns that there is no traffic; warnings do not fail a run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from tests.support.doctor_stack import TRAFFIC_EXPOSITION, DoctorRun, stand_in_stack, wait_until
+
+pytestmark = pytest.mark.prometheus
+
+
+def fails(run: DoctorRun, family: str | None = None) -> list[dict]:
+    return run.checks("fail", family)
+
+
+def exposed_names(path: Path = TRAFFIC_EXPOSITION) -> set[str]:
+    return {
+        line.split("{")[0].split(" ")[0] for line in path.read_text().splitlines() if line and line[0] != "#"
+    }
+
+
+def assert_consistent(run: DoctorRun) -> None:
+    """The text and JSON reports say the same, and the exit code follows the failures."""
+    assert run.report["verdict"]["exit_code"] == run.code
+    assert len(run.lines("fail")) == len(fails(run)) == run.report["verdict"]["failures"]
+    assert len(run.lines("warn")) == len(run.checks("warn")) == run.report["verdict"]["warnings"]
+    assert run.out.rstrip().splitlines()[-1].startswith("Verdict: ")
+    assert run.code == (1 if fails(run) else 0)
+
+
+def test_a_stack_whose_only_trouble_is_no_traffic_is_healthy(tmp_path):
+    with stand_in_stack(tmp_path) as stack:
+        run = stack.doctor()
+    assert_consistent(run)
+    assert run.code == 0, run.text_of("fail")
+    assert "Verdict: HEALTHY with" in run.out
+    oks = {c["subject"] for c in run.checks("ok")}
+    assert {"vLLM (job vllm)", "log exporter (job vllm-log-exporter)", "Prometheus → Alertmanager"} <= oks
+    assert {"Watchdog in Alertmanager", "Alertmanager receivers", "log exporter instance", "silences"} <= oks
+    # Every rule group is loaded and the same as on disk.
+    groups = [c for c in run.checks("ok", "rules") if c["subject"].startswith("vllm-obs.")]
+    assert groups and all("same" in c["message"] for c in groups)
+    # The warnings are all about traffic that did not happen.
+    assert run.checks("warn") and all(
+        "traffic" in c["message"] or "not exported yet" in c["message"] for c in run.checks("warn")
+    ), run.text_of("warn")
+
+
+def test_a_bundle_for_another_release_names_each_renamed_series(tmp_path):
+    with stand_in_stack(tmp_path, source=("--vllm-version", "0.9.1")) as stack:
+        run = stack.doctor()
+    assert_consistent(run)
+    assert run.code == 1
+    renamed = {
+        c["subject"]: c["message"].split("the server has ", 1)[1].split(" ", 1)[0]
+        for c in fails(run, "names")
+        if "the server has " in c["message"]
+    }
+    assert renamed == {
+        "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",
+        "vllm:gpu_prefix_cache_hits_total": "vllm:prefix_cache_hits_total",
+        "vllm:gpu_prefix_cache_queries_total": "vllm:prefix_cache_queries_total",
+        "vllm:time_per_output_token_seconds_bucket": "vllm:inter_token_latency_seconds_bucket",
+        "vllm:time_per_output_token_seconds_count": "vllm:inter_token_latency_seconds_count",
+        "vllm:time_per_output_token_seconds_sum": "vllm:inter_token_latency_seconds_sum",
+    }
+    # Every replacement is what the server really exposes; every old name is not.
+    names = exposed_names()
+    assert set(renamed.values()) <= names and not set(renamed) & names
+    assert all("regenerate the bundle" in c["action"] for c in fails(run, "names"))
+    release = next(c for c in run.checks(family="names") if c["subject"] == "vLLM release")
+    assert (
+        release["status"] == "warn"
+        and "0.32.0 to 0.33.0" in release["message"]
+        and "0.9.1" in release["message"]
+    )
+    # The empty panels are traced to the renames.
+    assert any("vllm:kv_cache_usage_perc instead" in c["message"] for c in fails(run, "dashboards"))
+    drift = next(c for c in run.checks(family="lifecycle") if c["subject"] == "vLLM version")
+    assert drift["status"] == "warn" and "regenerate the bundle" in drift["action"]
+
+
+def test_an_exporter_instance_that_matches_no_vllm_target_names_the_broken_inhibition(tmp_path):
+    with stand_in_stack(tmp_path, exporter_instance="vllm:8000") as stack:
+        run = stack.doctor()
+    assert_consistent(run)
+    assert run.code == 1
+    (line,) = [c for c in fails(run, "labels") if c["subject"] == "log exporter instance"]
+    assert line["items"] == ["vllm:8000"]
+    assert "the inhibition of" in line["message"] and "by VllmEngineDead" in line["message"]
+    assert "VllmHighTimeToFirstToken" in line["message"]
+    assert stack.vllm in line["action"]  # the instance it should carry
+
+
+def test_a_rule_file_missing_from_prometheus(tmp_path):
+    def drop_alerts(config: dict) -> None:
+        config["rule_files"] = [f for f in config["rule_files"] if "alerts.rules" not in f]
+
+    with stand_in_stack(tmp_path, prometheus_edit=drop_alerts, wait_for_watchdog=False) as stack:
+        run = stack.doctor()
+    assert_consistent(run)
+    (missing,) = [c for c in fails(run, "rules") if c["subject"] == "alerts/vllm-alerts.rules.yml"]
+    assert "not loaded" in missing["message"] and "rule_files" in missing["action"]
+    watchdog = [c for c in fails(run, "alerting") if c["subject"] == "Watchdog"]
+    assert watchdog and "not loaded" in watchdog[0]["message"]
+    # The recording rules are still there and checked.
+    assert any(c["subject"] == "vllm-obs.recording" for c in run.checks("ok", "rules"))
+
+
+DUPLICATE_MATCH = 'vector(1) + on () (label_replace(vector(1), "side", "a", "", "") or label_replace(vector(1), "side", "b", "", ""))'
+
+
+def test_a_rule_with_an_evaluation_error(tmp_path):
+    """A rule the operator added to the bundle joins one series to two: Prometheus cannot evaluate it."""
+
+    def add_rule(bundle: Path) -> None:
+        path = bundle / "alerts" / "vllm-recording.rules.yml"
+        data = yaml.safe_load(path.read_text())
+        data["groups"][0]["rules"].append({"record": "site:doctor_test:joined", "expr": DUPLICATE_MATCH})
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    with stand_in_stack(tmp_path, bundle_edit=add_rule) as stack:
+        run = stack.doctor()
+    assert_consistent(run)
+    (broken,) = [c for c in fails(run, "rules") if "fails to evaluate" in c["message"]]
+    assert broken["subject"] == "vllm-obs.recording / site:doctor_test:joined"
+    assert "duplicate" in broken["message"] or "many" in broken["message"]
+    assert not any("stale" in c["message"] for c in fails(run, "rules"))  # disk and Prometheus agree
+
+
+def test_stale_rules_are_reported(tmp_path):
+    """The bundle on disk moved a threshold; Prometheus still runs the old rules."""
+    with stand_in_stack(tmp_path) as stack:
+        path = stack.bundle / "alerts" / "vllm-alerts.rules.yml"
+        path.write_text(path.read_text().replace("> 20\n", "> 30\n", 1))
+        run = stack.doctor()
+    assert_consistent(run)
+    stale = [c for c in fails(run, "rules") if "stale" in c["message"]]
+    assert [c["subject"] for c in stale] == ["vllm-obs.saturation"]
+    assert "VllmQueueDepthHigh" in stale[0]["message"]
+
+
+def test_no_alertmanager_configured(tmp_path):
+    with stand_in_stack(tmp_path, alerting=False) as stack:  # nothing sends the Watchdog: no wait
+        run = stack.doctor()
+    assert_consistent(run)
+    (none,) = [c for c in fails(run, "alerting") if c["subject"] == "Prometheus → Alertmanager"]
+    assert "no Alertmanager" in none["message"] and "alerting.alertmanagers" in none["action"]
+    (undelivered,) = [c for c in fails(run, "alerting") if c["subject"] == "Watchdog in Alertmanager"]
+    assert "has not received it" in undelivered["message"]
+
+
+def test_a_scrape_interval_too_long_for_the_rate_windows(tmp_path):
+    """The running Prometheus scrapes vLLM every 90 s: a [5m] rate sees three samples at most."""
+
+    def slow(config: dict) -> None:
+        for job in config["scrape_configs"]:
+            if job["job_name"] == "vllm":
+                job["scrape_interval"], job["scrape_timeout"] = "90s", "10s"
+
+    with stand_in_stack(tmp_path, prometheus_edit=slow, wait_for_scrapes=False) as stack:
+        run = stack.doctor()
+    assert_consistent(run)
+    short = [c for c in fails(run, "labels") if c["subject"].startswith("[")]
+    assert [c["subject"] for c in short] == ["[5m] over job vllm"]
+    assert "every 90 s" in short[0]["message"] and "at most every 75 s" in short[0]["action"]
+    assert "job_instance_model:vllm_time_to_first_token_seconds:p95_5m" in short[0]["items"]
+
+
+def silence(am_url: str, matchers: list[dict], comment: str) -> str:
+    now = datetime.now(timezone.utc)
+    body = {
+        "matchers": matchers,
+        "startsAt": now.isoformat(),
+        "endsAt": (now + timedelta(hours=1)).isoformat(),
+        "createdBy": "doctor-test",
+        "comment": comment,
+    }
+    response = requests.post(f"{am_url}/api/v2/silences", json=body, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.json()["silenceID"]
+
+
+def test_silences_that_hide_vllm_alerts(tmp_path):
+    with stand_in_stack(tmp_path) as stack:
+        am = stack.am.url
+        vllm_id = silence(
+            am, [{"name": "alertname", "value": "Vllm.*", "isRegex": True, "isEqual": True}], "upgrade"
+        )
+        unrelated = silence(am, [{"name": "alertname", "value": "NodeDiskFull", "isRegex": False}], "disk")
+        run = stack.doctor()
+        watchdog_id = silence(am, [{"name": "alertname", "value": "Watchdog", "isRegex": False}], "noisy")
+        wait_until(
+            lambda: any(
+                a["labels"]["alertname"] == "Watchdog" and a["status"]["state"] == "suppressed"
+                for a in requests.get(f"{am}/api/v2/alerts", timeout=10).json()
+            ),
+            "Watchdog to be silenced",
+        )
+        silenced = stack.doctor()
+    assert_consistent(run)
+    assert run.code == 0  # a silence is a warning: it may well be on purpose
+    (line,) = [c for c in run.checks("warn", "alerting") if c["subject"] == f"silence {vllm_id}"]
+    assert "VllmEngineDead" in line["items"] and "Watchdog" not in line["items"]
+    assert '"upgrade"' in line["message"] and f"amtool silence expire {vllm_id}" in line["action"]
+    assert not [c for c in run.checks() if c["subject"] == f"silence {unrelated}"]
+    # Silencing the dead man's switch breaks the alerting path.
+    assert_consistent(silenced)
+    assert silenced.code == 1
+    assert any(
+        c["subject"] == "Watchdog in Alertmanager" and "silenced" in c["message"] for c in fails(silenced)
+    )
+    assert any(c["subject"] == f"silence {watchdog_id}" for c in silenced.checks("warn"))
+
+
+def test_json_report_shape(tmp_path):
+    with stand_in_stack(tmp_path, exporter_instance="vllm:8000") as stack:
+        run = stack.doctor()
+    data = run.report
+    assert set(data) == {
+        "prometheus",
+        "alertmanager",
+        "bundle",
+        "bundle_source",
+        "verdict",
+        "checks",
+        "timings_seconds",
+    }
+    assert data["bundle_source"] == "vLLM 0.32.0 to 0.33.0 (v1 engine)"
+    assert set(data["timings_seconds"]) == {
+        "targets",
+        "names",
+        "rules",
+        "labels",
+        "alerting",
+        "dashboards",
+        "lifecycle",
+    }
+    for check in data["checks"]:
+        assert check["status"] in ("ok", "info", "skip", "warn", "fail")
+        assert check["family"] in data["timings_seconds"]
+        if check["status"] in ("warn", "fail"):
+            assert check.get("action"), check
+    json.dumps(data)  # plain data
+    assert time.time() > 0
