@@ -39,7 +39,6 @@ class Auth:
     ca_file: str | None = None
     insecure: bool = False
     timeout: float = 30.0
-    token_flag: str = "--bearer-token-file"  # named in the 401 message
 
 
 class ApiError(Exception):
@@ -56,6 +55,8 @@ def _session(auth: Auth, service: str, base: str) -> requests.Session:
         session.headers["Authorization"] = f"Bearer {auth.bearer_token}"
     if auth.basic:
         session.auth = auth.basic
+    # Every call passes this on explicitly too: requests lets REQUESTS_CA_BUNDLE override a
+    # session's own setting otherwise.
     session.verify = False if auth.insecure else (auth.ca_file or True)
     if auth.insecure:
         # The user asked for no verification; a warning on every call would only repeat that.
@@ -69,10 +70,15 @@ def _refuse_foreign(service: str, base: str, auth: Auth) -> Callable:
 
     def hook(response: requests.Response, *args: Any, **kwargs: Any) -> None:
         if response.status_code in (401, 403):
+            how = (
+                "pass --bearer-token-file (or VLLM_OBS_PROMETHEUS_TOKEN) or --basic-auth-user with "
+                "--basic-auth-password-file"
+                if service == "Prometheus"
+                else "pass --alertmanager-bearer-token-file, or the credentials it shares with Prometheus "
+                "(--bearer-token-file, --basic-auth-user)"
+            )
             raise DoctorCannotRun(
-                f"{service} at {base} answered HTTP {response.status_code} (not authorised); pass "
-                f"{auth.token_flag} (or VLLM_OBS_PROMETHEUS_TOKEN) or --basic-auth-user with "
-                "--basic-auth-password-file."
+                f"{service} at {base} answered HTTP {response.status_code} (not authorised); {how}."
             )
         if "text/html" in response.headers.get("Content-Type", "").lower():
             raise DoctorCannotRun(
@@ -211,7 +217,9 @@ class PrometheusClient:
         """GET an API path the client library has no method for; returns its `data`."""
 
         def call() -> Any:
-            response = self.session.get(self.url + path, params=params, timeout=self.auth.timeout)
+            response = self.session.get(
+                self.url + path, params=params, timeout=self.auth.timeout, verify=self.session.verify
+            )
             if response.status_code != 200:
                 raise ApiError(response.status_code, _error_text(response.content))
             try:
@@ -242,7 +250,9 @@ class AlertmanagerClient:
 
     def get(self, path: str, params: dict | None = None) -> Any:
         def call() -> Any:
-            response = self.session.get(self.url + path, params=params, timeout=self.auth.timeout)
+            response = self.session.get(
+                self.url + path, params=params, timeout=self.auth.timeout, verify=self.session.verify
+            )
             if response.status_code != 200:
                 raise ApiError(response.status_code, _error_text(response.content))
             try:

@@ -91,7 +91,7 @@ def _auths(args: argparse.Namespace) -> tuple[Auth, Auth]:
     auth = Auth(bearer_token=token, basic=basic, **common)
     if args.alertmanager_bearer_token_file:
         am_token = _secret(args.alertmanager_bearer_token_file, "--alertmanager-bearer-token-file")
-        return auth, Auth(bearer_token=am_token, token_flag="--alertmanager-bearer-token-file", **common)
+        return auth, Auth(bearer_token=am_token, **common)
     return auth, auth
 
 

@@ -1,0 +1,103 @@
+"""The lifecycle check: start-up times, server states and the announced version, from the real
+log exporter reading real logs, and probe budgets read from Kubernetes manifests.
+
+The vLLM target is the stand-in of test_broken_stacks (a saved real 0.32 exposition); the
+log exporter follows a fixture log: `constructed-v0.20-upgrade-to-v0.26.log` (two starts,
+81 s and 45 s, the second announcing vLLM 0.26.0, then a planned stop beginning) or the
+real capture of a failed start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from vllm_obs.doctor.kube_probes import Budget, read
+
+from tests.support.doctor_stack import FIXTURES, stand_in_stack
+
+REPO = Path(__file__).parent.parent.parent
+UPGRADE_LOG = FIXTURES / "logs" / "constructed-v0.20-upgrade-to-v0.26.log"
+FAILED_START_LOG = FIXTURES / "logs" / "vllm-0.32.0-cpu-startup-failed.log"
+
+
+def deployment(path: Path, container: dict) -> Path:
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "vllm"},
+        "spec": {"template": {"spec": {"containers": [{"name": "vllm", "image": "vllm", **container}]}}},
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_probe_budgets_of_the_shipped_deployment():
+    (vllm,) = read(str(REPO / "kubernetes" / "vllm.yaml"))
+    assert (vllm.workload, vllm.container) == ("Deployment/vllm", "vllm")
+    assert vllm.startup == Budget(0, 10, 60) and vllm.startup.seconds == 600
+    assert vllm.liveness == Budget(0, 15, 4) and vllm.liveness.seconds == 60
+
+
+def test_kubernetes_defaults(tmp_path):
+    (probes,) = read(
+        str(deployment(tmp_path / "d.yaml", {"livenessProbe": {"httpGet": {"path": "/health"}}}))
+    )
+    assert probes.startup is None and probes.liveness == Budget(0, 10, 3)
+
+
+@pytest.mark.prometheus
+def test_start_up_times_drift_and_probe_budgets(tmp_path):
+    tight = deployment(
+        tmp_path / "tight.yaml",
+        {
+            "startupProbe": {"periodSeconds": 10, "failureThreshold": 6},
+            "livenessProbe": {"periodSeconds": 10},
+        },
+    )
+    liveness_only = deployment(
+        tmp_path / "liveness.yaml", {"livenessProbe": {"initialDelaySeconds": 15, "periodSeconds": 15}}
+    )
+    config = tmp_path / "doctor-config.yml"
+    config.write_text(yaml.safe_dump({"prometheus": {"probes": []}, "alerts": {"expected_startup": "50s"}}))
+    with stand_in_stack(tmp_path, log=UPGRADE_LOG) as stack:
+        shipped = stack.doctor("--kubernetes-manifest", str(REPO / "kubernetes" / "vllm.yaml"))
+        short = stack.doctor("--kubernetes-manifest", str(tight), "--config", str(config))
+        killed = stack.doctor("--kubernetes-manifest", str(liveness_only))
+    checks = {c["subject"]: c for c in shipped.checks(family="lifecycle")}
+    times = checks["start-up time"]
+    assert times["status"] == "info"
+    assert "2 start-up(s) measured, mean 63.0 s" in times["message"]
+    assert "between 60 s and 120 s" in times["message"] and "45.0 s" in times["message"]
+    drift = checks["vLLM version"]
+    assert drift["status"] == "warn" and drift["items"] == ["0.26.0"]
+    assert "regenerate the bundle" in drift["action"]
+    assert checks["servers stopping"]["status"] == "warn" and checks["servers stopping"]["items"] == [
+        stack.vllm
+    ]
+    assert checks["Deployment/vllm vllm startupProbe"]["status"] == "ok"  # 600 s against 60 s + 30 s
+    assert shipped.code == 0, shipped.text_of("fail")
+
+    short_checks = {c["subject"]: c for c in short.checks(family="lifecycle")}
+    budget = short_checks["Deployment/vllm vllm startupProbe"]
+    assert budget["status"] == "fail" and "6 x 10 s = 60 s" in budget["message"]
+    assert "failureThreshold to at least 9" in budget["action"]  # (60 s + 30 s) / 10 s
+    expected = short_checks["alerts.expected_startup"]
+    assert expected["status"] == "warn" and "VllmStartupSlow" in expected["message"]
+    assert short.code == 1
+
+    (liveness,) = [c for c in killed.checks("fail", "lifecycle")]
+    assert liveness["subject"] == "Deployment/vllm vllm livenessProbe"
+    assert "no startupProbe" in liveness["message"] and "add a startupProbe" in liveness["action"]
+
+
+@pytest.mark.prometheus
+def test_a_server_that_failed_to_start(tmp_path):
+    with stand_in_stack(tmp_path, log=FAILED_START_LOG) as stack:
+        run = stack.doctor()
+    (failed,) = [c for c in run.checks("fail", "lifecycle")]
+    assert failed["subject"] == "servers failed_start" and failed["items"] == [stack.vllm]
+    start = next(c for c in run.checks(family="lifecycle") if c["subject"] == "start-up time")
+    assert "no completed start-up" in start["message"]
+    assert run.code == 1
