@@ -146,7 +146,8 @@ def watch(
     """Sample every 15 s and poll every rule evaluation (every 5 s) for `seconds`."""
     end = time.time() + seconds
     last_sample = time.time()
-    next_sample = time.time()
+    meter.reading()  # CPU is counted from here
+    next_sample = time.time() + 15
     while time.time() < end:
         if evaluations is not None:
             evaluations.poll(prom, since=evaluations_from)
@@ -283,7 +284,7 @@ def head_breakdown(prom: Prometheus) -> dict:
     by_name = {r["metric"]["__name__"]: int(float(r["value"][1])) for r in recorded}
     alerts = prom.scalar('count({__name__=~"ALERTS|ALERTS_FOR_STATE"})')
     # Recorded series and ALERTS carry job="vllm" too: scraped is what is neither.
-    scraped = prom.scalar('count({__name__!~"[^:]+:[^:]+:.+|ALERTS|ALERTS_FOR_STATE"})')
+    scraped = prom.scalar('count({__name__=~".+", __name__!~"[^:]+:[^:]+:.+|ALERTS|ALERTS_FOR_STATE"})')
     own = prom.own_metrics()
     return {
         "live_series": total,

@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -43,7 +45,6 @@ from .prometheus import Prometheus, free_port, write_config
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-VLLM_OBS = REPO / ".venv" / "bin" / "vllm-obs"
 SCRAPE_INTERVAL_S = 15
 
 
@@ -58,7 +59,20 @@ def duration(text: str) -> float:
     return float(text[:-1]) * units[text[-1]]
 
 
-def generate_bundle(out: Path, address: str) -> Path:
+def export_generator(out: Path, commit: str) -> Path:
+    """The generator as committed at `commit`, so that uncommitted edits in this checkout
+    do not end up in the measured bundle."""
+    target = out / "generator-src"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "archive", commit, "generator"], cwd=REPO, check=True, capture_output=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target / "generator"
+
+
+def generate_bundle(out: Path, address: str, commit: str) -> Path:
     config = out / "vllm-obs.yml"
     config.write_text(
         yaml.safe_dump(
@@ -75,9 +89,13 @@ def generate_bundle(out: Path, address: str) -> Path:
         )
     )
     bundle = out / "bundle"
+    shutil.rmtree(bundle, ignore_errors=True)
+    source = export_generator(out, commit)
     subprocess.run(
         [
-            str(VLLM_OBS),
+            sys.executable,
+            "-c",
+            "import sys; from vllm_obs.cli import main; sys.exit(main())",
             "generate",
             "--vllm-version",
             "0.32.0",
@@ -87,6 +105,7 @@ def generate_bundle(out: Path, address: str) -> Path:
             str(bundle),
         ],
         check=True,
+        env={**os.environ, "PYTHONPATH": str(source)},
     )
     return bundle
 
@@ -186,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--wait-for-load", type=float, default=0, help="wait until the 1-min load is below this first"
     )
+    parser.add_argument(
+        "--generator-commit", default="HEAD", help="generate the bundle from this commit (default HEAD)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     chosen = list(variants.VARIANTS) if args.variants == "all" else [v for v in args.variants.split(",") if v]
@@ -199,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     port = args.port or free_port()
     address = f"127.0.0.1:{port}"
-    bundle = generate_bundle(out, address)
+    commit = subprocess.run(
+        ["git", "rev-parse", args.generator_commit], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    bundle = generate_bundle(out, address, commit)
     rule_files = sorted((bundle / "alerts").glob("*.rules.yml"))
     if args.wait_for_load:
         wait_for_load(args.wait_for_load)
@@ -209,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "range_s": args.range_,
         "step_s": args.step,
         "rate_interval": f"{4 * SCRAPE_INTERVAL_S}s",
+        "generator_commit": commit,
         "load_at_start": loadavg(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "prometheus_version": subprocess.run(

@@ -301,3 +301,53 @@ def test_variants_keep_every_name_alerts_and_dashboards_read(tmp_path):
             ["promtool", "check", "rules", *map(str, files)], capture_output=True, text=True
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.prometheus
+def test_slo_windows_from_5m_rates_answer_like_rate_over_the_window(tmp_path):
+    """The slo_5m variant's long windows (sum_over_time of recorded 5-minute rates) against
+    the current rules' rate() over the raw series, on the same backfilled history."""
+    from benchmarks.fleet.backfill import slo_rule_files, write_openmetrics
+
+    bundle = generate(tmp_path, 9)
+    end = time.time() - 60
+    history = tmp_path / "history.om"
+    write_openmetrics(history, engines=12, days=0.25, end=end)
+    data = tmp_path / "prom" / "data"
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
+        check=True,
+        capture_output=True,
+    )
+    rule_files = sorted((bundle / "alerts").glob("*.rules.yml"))
+    current = {
+        r["record"]: r["expr"]
+        for g in variants.load(slo_rule_files(rule_files, tmp_path, None)).values()
+        for grp in g
+        for r in grp["rules"]
+    }
+    proposed = {
+        r["record"]: r["expr"]
+        for g in variants.load(slo_rule_files(rule_files, tmp_path, "slo_5m")).values()
+        for grp in g
+        for r in grp["rules"]
+    }
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global: {evaluation_interval: 15s}\n")
+    with Prometheus(config, tmp_path / "prom") as prom:
+        compared = 0
+        for record in (
+            "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h",
+            "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h",
+        ):
+            before = {
+                r["metric"]["model_name"]: float(r["value"][1]) for r in prom.query(current[record], at=end)
+            }
+            after = {
+                r["metric"]["model_name"]: float(r["value"][1]) for r in prom.query(proposed[record], at=end)
+            }
+            assert before.keys() == after.keys() and before
+            for model, value in before.items():
+                assert after[model] == pytest.approx(value, rel=0.05, abs=2e-4), (record, model)
+                compared += 1
+    assert compared == 6

@@ -1,0 +1,180 @@
+"""The SLO rules' steady-state cost: days of history for the series they read.
+
+The SLO group computes rate() over 5m ... 3d windows. An hour-long run only holds an hour,
+so its 2h, 6h, 1d and 3d windows read an hour of samples and cost far less than they will
+on a Prometheus that has run for days. This writes days of the only raw series those
+rules read (per engine: the TTFT and inter-token latency `_count`, and their bucket at
+the SLO threshold), 15 s apart, with the labels Prometheus gives them, backfills them
+with `promtool tsdb create-blocks-from openmetrics`, and times the SLO group alone on a
+Prometheus that scrapes nothing, for the current rules and for the `slo_5m` variant (whose
+recorded 5-minute rates are backfilled too, as that variant's rules would have written
+them).
+
+    .venv/bin/python -m benchmarks.fleet.backfill --engines 250 --days 3 --minutes 5 \\
+        --out benchmarks/fleet/work/backfill-250
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from . import measure, variants
+from .fleet import plan
+from .load_model import load_profiles, resolve_profile
+from .machine import CpuMeter, loadavg
+from .prometheus import Prometheus, binary
+
+STEP_S = 15
+SIGNALS = {
+    # signal: (histogram, SLO threshold from the default vllm-obs.yml)
+    "vllm_time_to_first_token_seconds": ("vllm:time_to_first_token_seconds", "2.5"),
+    "vllm_inter_token_latency_seconds": ("vllm:inter_token_latency_seconds", "0.2"),
+}
+
+
+def write_openmetrics(path: Path, engines: int, days: float, end: float, seed: int = 1) -> dict:
+    """Counters of every engine from `end - days` to `end`; returns the per-model 5m rates."""
+    profiles = load_profiles()
+    members = plan(engines, profiles, seed=seed)
+    steps = int(days * 86400 / STEP_S)
+    stamps = end - STEP_S * np.arange(steps)[::-1]
+    rng = np.random.default_rng(seed)
+    per_model: dict[tuple[str, str, str], np.ndarray] = {}
+    with path.open("w") as out:
+        for signal, (histogram, threshold) in SIGNALS.items():
+            for m in members:
+                p = resolve_profile(profiles, m.model, m.condition)
+                if signal.startswith("vllm_time_to_first_token"):
+                    per_step = rng.poisson(p.rate * STEP_S, size=steps)
+                    good_share = p.dists["vllm:time_to_first_token_seconds"].cdf(float(threshold))
+                else:
+                    per_step = rng.poisson(p.rate * STEP_S * p.generation.mean, size=steps)
+                    good_share = p.itl.cdf(float(threshold))
+                if m.condition == "stalled":
+                    per_step[:] = 0
+                good = rng.binomial(per_step, good_share)
+                labels = f'engine="0",instance="{m.instance}",job="vllm",model_name="{m.model}"'
+                for name, increments in (
+                    (f"{histogram}_count{{{labels}}}", per_step),
+                    (f'{histogram}_bucket{{{labels},le="{threshold}"}}', good),
+                ):
+                    values = np.cumsum(increments)
+                    out.write(
+                        "".join(
+                            f"{name} {v} {t:.0f}\n"
+                            for v, t in zip(values.tolist(), stamps.tolist(), strict=True)
+                        )
+                    )
+                for kind, increments in (("total", per_step), ("good", good)):
+                    key = (signal, m.model, kind)
+                    per_model[key] = per_model.get(key, 0) + increments
+        # What the slo_5m variant records: sum by (job, model_name) (rate(...[5m])), every 15 s.
+        window = 300 // STEP_S
+        for (signal, model, kind), increments in per_model.items():
+            summed = np.convolve(increments, np.ones(window), mode="full")[: len(increments)] / 300.0
+            name = f'job_model:{signal}:slo_{kind}_rate5m{{job="vllm",model_name="{model}"}}'
+            out.write(
+                "".join(
+                    f"{name} {v!r} {t:.0f}\n" for v, t in zip(summed.tolist(), stamps.tolist(), strict=True)
+                )
+            )
+        out.write("# EOF\n")
+    return {"series": len(members) * 4 + len(per_model), "samples_per_series": steps}
+
+
+def slo_rule_files(bundle_rules: list[Path], outdir: Path, variant: str | None) -> list[Path]:
+    """A file holding only the SLO group, current or from the variant."""
+    source = variants.write(variant, bundle_rules, outdir / "variant") if variant else bundle_rules
+    groups = [
+        g for f in source for g in yaml.safe_load(f.read_text())["groups"] if g["name"] == "vllm-obs.slo"
+    ]
+    target = outdir / f"slo-{variant or 'current'}.rules.yml"
+    target.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False, width=200))
+    return [target]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.fleet.backfill", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--engines", type=int, required=True)
+    parser.add_argument("--days", type=float, default=3)
+    parser.add_argument("--minutes", type=float, default=5, help="how long each SLO group is timed")
+    parser.add_argument(
+        "--bundle", type=Path, required=True, help="a bundle from `benchmarks.fleet.run` (OUT/bundle)"
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    data = out / "prometheus" / "data"
+    end = time.time() - 60
+    text = out / "history.om"
+    began = time.time()
+    shape = write_openmetrics(text, args.engines, args.days, end)
+    written = time.time() - began
+    subprocess.run(["rm", "-rf", str(data)], check=True)
+    data.mkdir(parents=True)
+    began = time.time()
+    subprocess.run(
+        [
+            binary("promtool"),
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--max-block-duration=24h",
+            str(text),
+            str(data),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    backfilled = time.time() - began
+    text.unlink()
+    results = {
+        "engines": args.engines,
+        "days": args.days,
+        **shape,
+        "write_s": written,
+        "backfill_s": backfilled,
+        "load_at_start": loadavg(),
+    }
+    bundle_rules = sorted((args.bundle / "alerts").glob("*.rules.yml"))
+    for variant in (None, "slo_5m"):
+        files = slo_rule_files(bundle_rules, out, variant)
+        config = out / "prometheus" / "prometheus.yml"
+        config.write_text(
+            yaml.safe_dump({"global": {"evaluation_interval": "15s"}, "rule_files": [str(f) for f in files]})
+        )
+        with Prometheus(config, out / "prometheus") as prom:
+            started = time.time()
+            evaluations = measure.Evaluations()
+            meter = CpuMeter((prom.process.pid,))
+            timeline: list[measure.Sample] = []
+            measure.watch(prom, meter, args.minutes * 60, timeline, evaluations, started + 60, started)
+            results[variant or "current"] = {
+                "rule_evaluation": evaluations.summary(),
+                "values": {
+                    r["metric"]["__name__"] + "/" + r["metric"]["model_name"]: float(r["value"][1])
+                    for r in prom.query('{__name__=~"job_model:.*:slo_miss_ratio_(5m|1h|3d)"}')
+                },
+                "timeline": measure.as_dicts(timeline),
+            }
+    results["load_at_end"] = loadavg()
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    for name in ("current", "slo_5m"):
+        groups = results[name]["rule_evaluation"]["groups"]
+        print(name, {g: f"{v['median_s'] * 1000:.0f} ms" for g, v in groups.items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
