@@ -55,9 +55,10 @@ def test_a_stack_whose_only_trouble_is_no_traffic_is_healthy(tmp_path):
     # Every rule group is loaded and the same as on disk.
     groups = [c for c in run.checks("ok", "rules") if c["subject"].startswith("vllm-obs.")]
     assert groups and all("same" in c["message"] for c in groups)
-    # The warnings are all about traffic that did not happen.
+    # The warnings are all about traffic that did not happen (the saved exposition stands still).
+    quiet = ("traffic", "not exported yet", "has counted nothing")
     assert run.checks("warn") and all(
-        "traffic" in c["message"] or "not exported yet" in c["message"] for c in run.checks("warn")
+        any(word in c["message"] for word in quiet) for c in run.checks("warn")
     ), run.text_of("warn")
 
 

@@ -186,11 +186,22 @@ def _probe(ctx: Context, expr: str, nan_only: bool) -> Cause:
                 f"{sel.text} matches no series (its label filters select nothing that exists)",
                 "compare its label filters with the labels the series really has (Prometheus's graph page shows them)",
             )
-    for sel, answer in zip(moving, moves, strict=True):
-        if not isinstance(answer, ApiError) and not answer:
+    still = [
+        s for s, answer in zip(moving, moves, strict=True) if not isinstance(answer, ApiError) and not answer
+    ]
+    if still:
+        sel = still[0]
+        try:
+            ever = bool(ctx.prom.query(f"count({sel.text} > 0)"))
+        except ApiError:
+            ever = True
+        if not ever:
             return Cause(
-                WARN, f"{sel.name} did not move in the last {sel.window}: no traffic in the window yet"
+                WARN,
+                f"{sel.name} has counted nothing since the server started: what it counts has not happened "
+                "(no such requests, or the cache or feature it measures is not in use)",
             )
+        return Cause(WARN, f"{sel.name} did not move in the last {sel.window}: no traffic in the window yet")
     if nan_only:
         return Cause(
             WARN, "only NaN: the histograms it reads saw no observation in the window (no traffic yet)"

@@ -110,7 +110,8 @@ def _check_group(ctx: Context, group: RuleGroup, copies: list[dict]) -> None:
             FAMILY,
             OK,
             group.name,
-            f"loaded, same {len(group.rules)} rules as the bundle, no errors, last evaluated {ago:.0f} s ago",
+            f"loaded, same {len(group.rules)} rule{'s' if len(group.rules) != 1 else ''} as the bundle, no errors, "
+            f"last evaluated {ago:.0f} s ago",
         )
 
 
