@@ -319,3 +319,11 @@ def test_a_model_that_keeps_answering_404_is_logged_once() -> None:
     assert sent >= 4 and sent <= asked <= sent + 1  # the last cycle may have been cut short
     assert log.count("serves model alpha") == 1
     assert log.count("probes fail: http_4xx") == 1
+
+
+def test_model_from_the_environment_is_sent_without_discovery() -> None:
+    with StandIn() as standin:
+        with running_probe("--target", "s=" + standin.url, *FAST, env={"VLLM_PROBE_MODEL": "given"}) as probe:
+            probe.wait_for(lambda v: v.get(series("vllm_probe_success", target="s", model_name="given")) == 1)
+    assert {json.loads(s.body)["model"] for s in standin.canary_requests()} == {"given"}
+    assert "/v1/models" not in {s.path for s in standin.seen}
