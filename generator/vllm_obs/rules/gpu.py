@@ -364,9 +364,9 @@ def runbook_sections() -> dict[str, Section]:
                 "GPU fault. Critical for the codes that mean the hardware faulted or the GPU fell off "
                 f"the bus: {critical}; the engine on that GPU is dead or cannot make progress, which is "
                 "why this alert silences the server's VllmEngineDead, VllmEngineStalled, VllmEngineHung "
-                "and VllmGpuIdleWhileBusy. Warning for any other code; "
-                f"{application} usually come from the CUDA code itself (an illegal memory access), not "
-                "from the GPU. dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` holds the *last* code until the "
+                "and VllmGpuIdleWhileBusy. Warning for any other code; NVIDIA's device plugin counts "
+                f"{application} as application errors (an illegal memory access, a kernel that stopped) "
+                "that leave the GPU healthy. dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` holds the *last* code until the "
                 "driver is reset, so the alert fires when the code changes and stays "
                 "`gpu.xid_window`; the same code twice in a row is invisible. " + _joins_text()
             ),
@@ -383,7 +383,7 @@ def runbook_sections() -> dict[str, Section]:
                 "Critical: cordon or drain the node so nothing new lands on the GPU, let the vLLM "
                 "replicas elsewhere take the load, then reset the GPU (`nvidia-smi -r` with nothing on "
                 "it) or reboot the node; a code that comes back after a reset means a GPU to replace.",
-                "Warning (13, 31, 43, 45): the engine's CUDA code faulted; if the engine restarted and "
+                f"Warning ({application}): the program on the GPU faulted; if the engine restarted and "
                 "serves, collect the log lines before the crash and the request that caused it; upgrade "
                 "vLLM if it repeats.",
                 "A GPU that fell off the bus can vanish from the exporter entirely (DCGM skips values it "
@@ -397,7 +397,7 @@ def runbook_sections() -> dict[str, Section]:
                 "exporter reports it). vLLM takes `--gpu-memory-utilization` (0.9 by default) of it at "
                 "start-up for weights, activations and the KV cache, so usage above that comes from "
                 "another process on the GPU, or from activations and CUDA graphs outgrowing the "
-                "reserve; the next allocation fails with CUDA out of memory (VllmOutOfMemory). "
+                "reserve; the next allocation may fail with CUDA out of memory (VllmOutOfMemory). "
                 + _joins_text()
             ),
             confirm=[
