@@ -12,6 +12,7 @@ from .dashboards.build import dashboards
 from .dashboards.grafana import render as render_dashboard
 from .dashboards.provisioning import dashboard_provider, datasources
 from .kubernetes_manifests import alertmanager_config_resource, dashboards_config_map, prometheus_rule
+from .mixin import mixin_files
 from .prometheus_config import prometheus_config
 from .rules.alerts import alert_groups
 from .rules.files import rule_file
@@ -85,6 +86,11 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
     )
     files["kubernetes/generated/alertmanagerconfig.yaml"] = alertmanager_config_resource(
         alertmanager_config(cfg), header
+    )
+    # The same rules and dashboards as a jsonnet mixin, its thresholds and names left to _config.
+    dashboard_files = {k.removeprefix("dashboards/"): v for k, v in files.items() if k.startswith("dashboards/")}
+    files.update(
+        mixin_files(res, cfg, source.summary, files[ALERTS_FILE], files[RECORDING_FILE], dashboard_files, header)
     )
     tests = test_files(
         alerts, res, cfg, [f"../../{RECORDING_FILE}", f"../../{ALERTS_FILE}"], [g.name for g in recording]

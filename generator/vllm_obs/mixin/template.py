@@ -1,0 +1,270 @@
+"""Turn the sentinel bundle's rules and dashboards into templates over the knobs, and check them.
+
+Two sentinel bundles are read side by side: one with multi-cluster on, one with it off. Every
+string of the first becomes literal text and references to knob forms; a list element that only
+multi-cluster adds (the dashboards' cluster variable) becomes conditional. Each template is then
+filled three ways and compared as data: with the sentinels and multi-cluster off (it must give the
+second bundle), and with the real configuration (it must give the bundle being written). So a
+rendering the mixin does not know, or a knob that changes structure, stops generation instead of
+producing a mixin that disagrees with the files next to it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BundleError
+from .knobs import MARKER, Form
+
+
+@dataclass(frozen=True)
+class Ref:
+    name: str  # a field of lib/values.libsonnet
+
+
+@dataclass(frozen=True)
+class Text:
+    parts: tuple[str | Ref, ...]
+
+
+@dataclass(frozen=True)
+class KnobValue:
+    name: str  # a number taken as is from _config
+
+
+@dataclass(frozen=True)
+class RunbookURL:
+    anchor: str
+
+
+@dataclass(frozen=True)
+class Lit:
+    value: Any
+
+
+@dataclass(frozen=True)
+class Obj:
+    items: tuple[tuple[Node, Node, bool], ...]  # (key, value, only with multi-cluster)
+
+
+@dataclass(frozen=True)
+class Arr:
+    items: tuple[tuple[Node, bool], ...]  # (element, only with multi-cluster)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What multi-cluster changes beyond adding the label: one template for each setting."""
+
+    multi: Node
+    single: Node
+
+
+Node = Ref | Text | KnobValue | RunbookURL | Lit | Obj | Arr | Choice
+
+
+class _Differs(Exception):
+    """A template filled without multi-cluster does not give the bundle without multi-cluster."""
+
+
+@dataclass(frozen=True)
+class Fill:
+    """What a template is filled with: each form's text, each number knob, the runbook base."""
+
+    texts: dict[str, str]
+    numbers: dict[str, float]
+    runbook: str
+    multi_cluster: bool
+
+
+class Deriver:
+    def __init__(self, forms: list[Form], numbers: dict[float, str], runbook: str) -> None:
+        self.numbers = numbers  # sentinel value -> knob
+        self.runbook = runbook
+        self.by_text = {f.sentinel: f for f in forms}
+        alternatives = []
+        for form in sorted(forms, key=lambda f: -len(f.sentinel)):
+            text = re.escape(form.sentinel)
+            alternatives.append(rf"(?<![\d.]){text}(?!\d)" if form.numeric else text)
+        self.pattern = re.compile("|".join(alternatives))
+        self.used: set[str] = set()
+
+    def text(self, value: str) -> Node:
+        if value.startswith(self.runbook + "#"):
+            return RunbookURL(value[len(self.runbook) + 1 :])
+        parts: list[str | Ref] = []
+        pos = 0
+        for match in self.pattern.finditer(value):
+            if match.start() > pos:
+                parts.append(value[pos : match.start()])
+            name = self.by_text[match.group(0)].name
+            self.used.add(name)
+            parts.append(Ref(name))
+            pos = match.end()
+        if not parts:
+            return Lit(value)
+        if pos < len(value):
+            parts.append(value[pos:])
+        return Text(tuple(parts))
+
+    def node(self, on: Any, off: Any, where: str, check: Fill | None) -> Node:
+        """The template of `on`. With `check` (the sentinels, multi-cluster off), filling it must give
+        `off`: where multi-cluster changes more than the label, each setting gets its own template."""
+        if check is None:
+            return self._node(on, None, where, None)
+        try:
+            return self._node(on, off, where, check)
+        except _Differs:
+            return Choice(self._node(on, None, where, None), self._node(off, None, where, None))
+
+    def _node(self, on: Any, off: Any, where: str, check: Fill | None) -> Node:
+        if isinstance(on, dict):
+            return self._object(on, off, where, check)
+        if isinstance(on, list):
+            return self._array(on, off, where, check)
+        if isinstance(on, str):
+            out = self.text(on)
+        elif isinstance(on, float) and on in self.numbers:
+            self.used.add(self.numbers[on])
+            out = KnobValue(self.numbers[on])
+        else:
+            out = Lit(on)
+        if check is not None and fill(out, check) != off:
+            raise _Differs
+        return out
+
+    def _object(self, on: dict, off: Any, where: str, check: Fill | None) -> Obj:
+        if check is not None and (not isinstance(off, dict) or not set(off) <= set(on)):
+            raise _Differs
+        items = []
+        for k, v in on.items():
+            if check is not None and k not in off:
+                # A field only multi-cluster adds (a table column named after the cluster label).
+                items.append((self.text(k), self.node(v, None, f"{where}.{k}", None), True))
+            else:
+                value = self.node(v, off[k] if check is not None else None, f"{where}.{k}", check)
+                items.append((self.text(k), value, False))
+        if check is not None:
+            keys = {fill(key, check) for key, _, multi in items if not multi}
+            if keys != set(off):
+                raise _Differs
+        return Obj(tuple(items))
+
+    def _array(self, on: list, off: Any, where: str, check: Fill | None) -> Arr:
+        if check is None:
+            return Arr(tuple((self.node(v, None, f"{where}[{i}]", None), False) for i, v in enumerate(on)))
+        if not isinstance(off, list):
+            raise _Differs
+        if len(on) == len(off):
+            return Arr(
+                tuple(
+                    (self.node(a, b, f"{where}[{i}]", check), False)
+                    for i, (a, b) in enumerate(zip(on, off, strict=True))
+                )
+            )
+        # Elements only multi-cluster adds: align the rest, each filled as without multi-cluster.
+        unchecked = [self.node(v, None, f"{where}[{i}]", None) for i, v in enumerate(on)]
+        keys_on = [_canon(fill(n, check)) for n in unchecked]
+        keys_off = [_canon(v) for v in off]
+        items: list[tuple[Node, bool]] = []
+        matcher = difflib.SequenceMatcher(None, keys_on, keys_off, autojunk=False)
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            if op == "equal":
+                for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
+                    items.append((self.node(on[i], off[j], f"{where}[{i}]", check), False))
+            elif op == "delete":
+                items += [(unchecked[i], True) for i in range(i1, i2)]
+            else:
+                raise _Differs
+        return Arr(tuple(items))
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _mismatch(where: str, what: str) -> BundleError:
+    return BundleError(
+        f"cannot build the jsonnet mixin: {where} does not follow from the configuration ({what}); "
+        "this is a bug in vllm-obs, please report it with your vllm-obs.yml."
+    )
+
+
+def fill(node: Node, values: Fill) -> Any:
+    if isinstance(node, Lit):
+        return node.value
+    if isinstance(node, Text):
+        return "".join(values.texts[p.name] if isinstance(p, Ref) else p for p in node.parts)
+    if isinstance(node, KnobValue):
+        return values.numbers[node.name]
+    if isinstance(node, RunbookURL):
+        return f"{values.runbook}#{node.anchor}"
+    if isinstance(node, Obj):
+        return {
+            fill(k, values): fill(v, values)
+            for k, v, multi in node.items
+            if values.multi_cluster or not multi
+        }
+    if isinstance(node, Choice):
+        return fill(node.multi if values.multi_cluster else node.single, values)
+    if isinstance(node, Arr):
+        return [fill(v, values) for v, multi in node.items if values.multi_cluster or not multi]
+    raise TypeError(node)
+
+
+def fill_key(key: Node) -> str:
+    """A key for messages: its literal text, or its template."""
+    if isinstance(key, Lit):
+        return str(key.value)
+    if isinstance(key, Text):
+        return "".join(f"%({p.name})s" if isinstance(p, Ref) else p for p in key.parts)
+    return "?"
+
+
+def check_filled(node: Node, values: Fill, expected: Any, where: str) -> None:
+    """Filling with the real configuration must give exactly what the bundle writes."""
+    got = fill(node, values)
+    if got != expected:
+        raise _mismatch(_first_difference(got, expected, where), "it differs from the generated file")
+
+
+def _first_difference(a: Any, b: Any, where: str) -> str:
+    if isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b):
+        for key in a:
+            if a[key] != b[key]:
+                return _first_difference(a[key], b[key], f"{where}.{key}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return _first_difference(x, y, f"{where}[{i}]")
+    return f"{where} ({a!r} instead of {b!r})"[:400]
+
+
+def check_no_sentinel(node: Node, where: str) -> None:
+    """A sentinel left in literal text is a rendering of a knob the mixin does not know."""
+    if isinstance(node, Lit) and isinstance(node.value, str):
+        texts = [node.value]
+    elif isinstance(node, Text):
+        texts = [p for p in node.parts if isinstance(p, str)]
+    elif isinstance(node, Obj):
+        for key, value, _ in node.items:
+            check_no_sentinel(key, where)
+            check_no_sentinel(value, f"{where}.{fill_key(key)}")
+        return
+    elif isinstance(node, Choice):
+        check_no_sentinel(node.multi, where)
+        check_no_sentinel(node.single, where)
+        return
+    elif isinstance(node, Arr):
+        for i, (value, _) in enumerate(node.items):
+            check_no_sentinel(value, f"{where}[{i}]")
+        return
+    else:
+        return
+    for text in texts:
+        if MARKER in text.lower():
+            raise _mismatch(where, f"a configured name is written in a way the mixin does not know: {text!r}")
