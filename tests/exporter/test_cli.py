@@ -228,6 +228,11 @@ def test_kill_9_at_any_point_of_a_growing_log_matches_reading_it_once(tmp_path: 
         and final[event("request_error")] == 12
     )
     assert final["vllm_log_lines_total"] == once["vllm_log_lines_total"] == 12 * 207
+    # The lifecycle too: twelve startups, each ending in a death, whatever the kills cut.
+    assert final[event("startup_begin")] == once[event("startup_begin")] == 12
+    states = {k: v for k, v in final.items() if k.startswith("vllm_log_server_state{")}
+    assert states == {k: v for k, v in once.items() if k.startswith("vllm_log_server_state{")}
+    assert states['vllm_log_server_state{state="dead"}'] == 1
 
 
 def test_stdin_with_passthrough_copies_the_console_and_exits_after_linger() -> None:
