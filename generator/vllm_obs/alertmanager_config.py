@@ -10,6 +10,7 @@ from typing import Any
 
 from .config import AlertmanagerSection, BundleConfig, Receiver
 from .errors import BundleError
+from .rules.gpu import inhibitions as gpu_inhibitions
 from .rules.names import Scope, scope_of
 
 # Alerts that describe a symptom of a down or dead server; the cause silences them.
@@ -106,7 +107,7 @@ def alertmanager_config(cfg: BundleConfig) -> dict[str, Any]:
         "repeat_interval": am.repeat_interval,
         "routes": routes,
     }
-    out["inhibit_rules"] = _inhibitions(sc)
+    out["inhibit_rules"] = _inhibitions(sc) + gpu_inhibitions(cfg)  # the GPU rule: gpu.enabled only
     out["receivers"] = list(receivers.values())
     return out
 

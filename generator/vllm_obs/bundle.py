@@ -16,6 +16,7 @@ from .mixin import mixin_files
 from .prometheus_config import prometheus_config
 from .rules.alerts import alert_groups
 from .rules.files import rule_file
+from .rules.gpu import warnings as gpu_warnings
 from .rules.promtool_tests import test_files
 from .rules.recording import recording_groups
 from .rules.runbooks import runbook
@@ -103,7 +104,7 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
         json.dumps({"generated_by": "vllm-obs", "source": source.summary, "files": sorted(files)}, indent=2)
         + "\n"
     )
-    return Bundle(files=files, warnings=_warnings(res), summary=source.summary)
+    return Bundle(files=files, warnings=_warnings(res) + gpu_warnings(res, cfg), summary=source.summary)
 
 
 def _warnings(res: Resolution) -> list[str]:

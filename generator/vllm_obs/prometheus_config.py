@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import BundleConfig
+from .rules.gpu import scrape_jobs as gpu_scrape_jobs
 
 
 def prometheus_config(cfg: BundleConfig, rule_files: list[str]) -> dict[str, Any]:
@@ -50,6 +51,7 @@ def prometheus_config(cfg: BundleConfig, rule_files: list[str]) -> dict[str, Any
                 ],
             }
         )
+    scrape += gpu_scrape_jobs(cfg)  # dcgm-exporter, with gpu.enabled and gpu.join: instance
     global_: dict[str, Any] = {
         "scrape_interval": p.scrape_interval,
         "scrape_timeout": p.scrape_timeout,

@@ -230,3 +230,41 @@ def test_inhibition_on_a_real_alertmanager(tmp_path):
         "loop",
         "slow-elsewhere",
     } <= set(state) - inhibited
+
+
+# The GPU layer's rule: a faulted GPU (critical XID) explains its server's dead, stalled or hung
+# engine and its slots held on an idle GPU, on that server only; a warning XID explains nothing.
+GPU = {"gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
+GPU_POSTED = [
+    alert("xid", "VllmGpuXidError", "critical", instance="vllm-8:8000", UUID="GPU-a", **GPU),
+    alert("xid-dead", "VllmEngineDead", "critical", instance="vllm-8:8000", event="engine_dead"),
+    alert("xid-stalled", "VllmEngineStalled", "critical", instance="vllm-8:8000", model_name="m"),
+    alert("xid-hung", "VllmEngineHung", "critical", instance="vllm-8:8000", model_name="m"),
+    alert("xid-idle", "VllmGpuIdleWhileBusy", "warning", instance="vllm-8:8000", model_name="m"),
+    # Another server's GPU idles under held slots: not this GPU's doing.
+    alert("idle-elsewhere", "VllmGpuIdleWhileBusy", "warning", instance="vllm-9:8000", model_name="m"),
+    # A warning XID (an application error) does not explain an engine death.
+    alert("xid-app", "VllmGpuXidError", "warning", instance="vllm-10:8000", UUID="GPU-b", **GPU),
+    alert("app-dead", "VllmEngineDead", "critical", instance="vllm-10:8000", event="engine_dead"),
+]
+GPU_INHIBITED = {"xid-dead", "xid-stalled", "xid-hung", "xid-idle"}
+
+
+def test_gpu_inhibition_on_a_real_alertmanager(tmp_path):
+    bundle = generate(tmp_path / "bundle", config={"gpu": {"enabled": True}})
+    config = bundle / "alerts" / "alertmanager.yml"
+    posted = POSTED + GPU_POSTED
+    expected = INHIBITED | GPU_INHIBITED
+    with Alertmanager(config, tmp_path) as am:
+        am.post_alerts(posted)
+        deadline = time.monotonic() + 20
+        while True:
+            state = {a["labels"]["case"]: a for a in am.alerts()}
+            inhibited = {case for case, a in state.items() if a["status"]["inhibitedBy"]}
+            if (len(state) == len(posted) and inhibited == expected) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    assert set(state) == {a["labels"]["case"] for a in posted}
+    # The GPU rule adds its own silences and leaves every other rule's as they were.
+    assert inhibited == expected
+    assert {"xid", "idle-elsewhere", "xid-app", "app-dead"} <= set(state) - inhibited
