@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -189,3 +191,16 @@ def test_the_console_script_exits_2_with_one_line(bundle):
     )
     assert result.returncode == 2 and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and "cannot reach Prometheus" in result.stderr
+
+
+def test_a_prometheus_that_never_answers(bundle):
+    """Stand-in: a loopback socket that accepts connections and never answers (a hung proxy)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        started = time.monotonic()
+        run = doctor("--prometheus", url, "--bundle", str(bundle), "--timeout", "1")
+        took = time.monotonic() - started
+    one_sentence(run, "no answer within 1 s", "--timeout")
+    assert took < 15, took  # one try and a retry on connect, no more

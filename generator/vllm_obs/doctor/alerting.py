@@ -38,7 +38,7 @@ def run(ctx: Context) -> None:
             FAMILY,
             FAIL,
             "Alertmanager",
-            f"{ctx.am.url} does not serve the Alertmanager v2 API (HTTP {exc.status}: {exc.message})",
+            f"{ctx.am.url} does not serve the Alertmanager v2 API ({exc.describe})",
             "pass the URL of Alertmanager itself (with its path prefix, if any)",
         )
         return
@@ -53,12 +53,7 @@ def _prometheus_alertmanagers(ctx: Context) -> list[str]:
     try:
         data = ctx.prom.get("/api/v1/alertmanagers")
     except ApiError as exc:
-        ctx.add(
-            FAMILY,
-            WARN,
-            "Prometheus → Alertmanager",
-            f"could not check: /api/v1/alertmanagers gave {exc.message}",
-        )
+        ctx.unchecked(FAMILY, "Prometheus → Alertmanager", "read /api/v1/alertmanagers", exc)
         return []
     active = [a.get("url", "") for a in data.get("activeAlertmanagers") or []]
     dropped = len(data.get("droppedAlertmanagers") or [])
@@ -99,7 +94,7 @@ def _heartbeat(ctx: Context) -> str | None:
         try:
             firing = bool(ctx.prom.query(f'ALERTS{{alertname="{name}", alertstate="firing"}}'))
         except ApiError as exc:
-            ctx.add(FAMILY, WARN, name, f"could not ask whether it fires ({exc.message})")
+            ctx.unchecked(FAMILY, name, "ask whether it fires", exc)
             return None
     if not firing:
         cause = ctx.causes.get(name)
@@ -159,7 +154,7 @@ def _am_alerts(ctx: Context) -> list[dict] | None:
     try:
         return ctx.am.get("/api/v2/alerts") or []  # type: ignore[union-attr]
     except ApiError as exc:
-        ctx.add(FAMILY, WARN, "Alertmanager alerts", f"could not list them ({exc.message})")
+        ctx.unchecked(FAMILY, "Alertmanager alerts", "list Alertmanager's alerts", exc)
         return None
 
 
@@ -194,7 +189,7 @@ def _check_silences(ctx: Context, alerts: list[dict]) -> None:
     try:
         silences = ctx.am.get("/api/v2/silences") or []  # type: ignore[union-attr]
     except ApiError as exc:
-        ctx.add(FAMILY, WARN, "silences", f"could not list them ({exc.message})")
+        ctx.unchecked(FAMILY, "silences", "list the silences", exc)
         return
     rules = [r for r in ctx.view.rules if r.kind == "alert"]
     hiding = 0

@@ -44,8 +44,12 @@ class Auth:
 class ApiError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
-        self.status = status
+        self.status = status  # 0: no HTTP answer (a timeout)
         self.message = message
+
+    @property
+    def describe(self) -> str:
+        return f"HTTP {self.status}: {self.message}" if self.status else self.message
 
 
 def _session(auth: Auth, service: str, base: str) -> requests.Session:
@@ -106,6 +110,9 @@ def _call(service: str, base: str, timeout: float, call: Callable[[], Any]) -> A
     except requests.exceptions.Timeout:
         raise ApiError(0, f"no answer within {timeout:g} s") from None
     except requests.exceptions.ConnectionError as exc:
+        # With retries on, urllib3 reports a read that timed out as a connection error.
+        if isinstance(_innermost(exc), urllib3.exceptions.ReadTimeoutError):
+            raise ApiError(0, f"no answer within {timeout:g} s") from None
         text = str(exc).lower()
         what = (
             "connection refused"
@@ -115,6 +122,21 @@ def _call(service: str, base: str, timeout: float, call: Callable[[], Any]) -> A
         raise DoctorCannotRun(
             f"cannot reach {service} at {base} ({what}); check the URL, that it runs, and the network."
         ) from None
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The failure under requests' and urllib3's wrappers (MaxRetryError keeps it in .reason)."""
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "reason", None)
+        if isinstance(inner, BaseException):
+            exc = inner
+        elif exc.args and isinstance(exc.args[0], BaseException):
+            exc = exc.args[0]
+        else:
+            break
+    return exc
 
 
 def _reason(exc: BaseException) -> str:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from ..catalog import Catalog
 from ..config import BundleConfig
 from .bundle_view import BundleView
-from .clients import AlertmanagerClient, PrometheusClient
-from .findings import FAIL, Finding, Report
+from .clients import AlertmanagerClient, ApiError, PrometheusClient
+from .findings import FAIL, WARN, Finding, Report
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,17 @@ class Context:
         self, family: str, status: str, subject: str, message: str, action: str = "", items=()
     ) -> Finding:
         return self.report.add(Finding(family, status, subject, message, action, list(items)))
+
+    def unchecked(self, family: str, subject: str, what: str, exc: ApiError) -> Finding:
+        """A check this Prometheus (or Alertmanager) could not answer: a warning, not a verdict."""
+        return self.add(
+            family,
+            WARN,
+            subject,
+            f"not checked: could not {what} ({exc.describe})",
+            "raise --timeout if it timed out; a Prometheus-compatible service that lacks this API "
+            "(Thanos Query, Mimir) cannot answer it, Prometheus itself can",
+        )
 
     def up_targets(self, job: str) -> list[Target]:
         return [t for t in (self.targets or {}).get(job, []) if t.health == "up"]

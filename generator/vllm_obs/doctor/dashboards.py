@@ -26,32 +26,34 @@ _COUNTING = frozenset({"rate", "irate", "increase"})
 # A template variable left in a query after expansion: one the dashboard does not define.
 _LEFT_OVER = re.compile(r"\$\{?([A-Za-z_]\w*)")
 SHOWN = 4
+DATA, EMPTY, NAN = "data", "empty", "nan"
 
 
 def run(ctx: Context) -> None:
     scrape = _scrape_interval(ctx)
+    expanded = []
     for dash in ctx.view.dashboards:
-        values = _variables(ctx, dash)
-        subs = {**builtins(dash.time_from, scrape), **values}
-        exprs = [expand(q.expr, subs) for q in dash.queries]
-        results = ctx.prom.query_many(exprs)
+        subs = {**builtins(dash.time_from, scrape), **_variables(ctx, dash)}
+        expanded.append([expand(q.expr, subs) for q in dash.queries])
+    answers = _answers(ctx, [e for exprs in expanded for e in exprs])
+    for dash, exprs in zip(ctx.view.dashboards, expanded, strict=True):
         empty: dict[str, list[tuple[str, Cause]]] = {}
         with_data = 0
-        for query, expr, result in zip(dash.queries, exprs, results, strict=True):
-            if isinstance(result, ApiError):
+        for query, expr in zip(dash.queries, exprs, strict=True):
+            answer = answers[expr]
+            if isinstance(answer, ApiError):
                 ctx.add(
                     FAMILY,
                     FAIL,
                     query.where,
-                    f"the query fails (HTTP {result.status}: {result.message})",
+                    f"the query fails ({answer.describe})",
                     f"fix the panel query in the bundle's generator config and regenerate; it ran as: {expr}",
                 )
                 continue
-            nan_only = bool(result) and not _has_data(result)
-            if result and not nan_only:
+            if answer == DATA:
                 with_data += 1
                 continue
-            cause = _why(ctx, expr) or _probe(ctx, expr, nan_only)
+            cause = _why(ctx, expr) or _probe(ctx, expr, answer == NAN)
             empty.setdefault(query.panel, []).append((query.ref_id, cause))
         total = len(dash.queries)
         ctx.add(
@@ -84,6 +86,30 @@ def run(ctx: Context) -> None:
             )
 
 
+def _answers(ctx: Context, exprs: list[str]) -> dict[str, str | ApiError]:
+    """data, empty or NaN (only NaN samples) for each distinct query.
+
+    Each is first asked as `count((Q) > -Inf)`: Prometheus evaluates Q all the same, but
+    answers with one number instead of a series per target, and NaN samples drop out.
+    Only the queries that come back empty (or that count() cannot wrap) are asked as written.
+    """
+    distinct = list(dict.fromkeys(exprs))
+    wrapped = ctx.prom.query_many([f"count(({e}) > -Inf)" for e in distinct])
+    out: dict[str, str | ApiError] = {}
+    again = []
+    for expr, answer in zip(distinct, wrapped, strict=True):
+        if not isinstance(answer, ApiError) and answer:
+            out[expr] = DATA
+        else:
+            again.append(expr)
+    for expr, answer in zip(again, ctx.prom.query_many(again), strict=True):
+        if isinstance(answer, ApiError):
+            out[expr] = answer
+        else:
+            out[expr] = DATA if _has_data(answer) else (NAN if answer else EMPTY)
+    return out
+
+
 def _scrape_interval(ctx: Context) -> str:
     """The data source's scrape interval, which Grafana's $__rate_interval is built from."""
     if ctx.view.grafana_scrape_interval:
@@ -111,7 +137,11 @@ def _variables(ctx: Context, dash: Dashboard) -> dict[str, str]:
             result = ctx.prom.query(f"group by ({label}) ({expanded})")
         except ApiError as exc:
             ctx.add(
-                FAMILY, FAIL, f"{dash.title} / ${var.name}", f"the variable's query fails ({exc.message})"
+                FAMILY,
+                FAIL,
+                f"{dash.title} / ${var.name}",
+                f"the variable's query fails ({exc.describe}), so the panels that filter on it are empty",
+                f"fix the variable's query in the dashboard; it ran as: group by ({label}) ({expanded})",
             )
             result = []
         live = sorted({s["metric"].get(label, "") for s in result} - {""})

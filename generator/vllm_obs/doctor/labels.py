@@ -43,7 +43,7 @@ def _instances(ctx: Context, expr: str) -> set[str] | None:
     try:
         result = ctx.prom.query(f"group by (instance) ({expr})")
     except ApiError as exc:
-        ctx.add(FAMILY, WARN, "instance labels", f"could not read them ({exc.message})")
+        ctx.unchecked(FAMILY, "instance labels", "read the instance labels", exc)
         return None
     return {s["metric"].get("instance", "") for s in result}
 
@@ -153,8 +153,9 @@ def _check_model_name(ctx: Context, vllm: Scope) -> None:
     results = ctx.prom.query_many(
         [f"count by (model_name) ({sel})", f'count({{__name__="{name}", {vllm.selector}, model_name=""}})']
     )
-    if any(isinstance(r, ApiError) for r in results):
-        ctx.add(FAMILY, WARN, "model_name", "could not read the model_name values")
+    errors = [r for r in results if isinstance(r, ApiError)]
+    if errors:
+        ctx.unchecked(FAMILY, "model_name", "read the model_name values", errors[0])
         return
     values = sorted(s["metric"].get("model_name", "") for s in results[0] if s["metric"].get("model_name"))
     lacking = int(float(results[1][0]["value"][1])) if results[1] else 0

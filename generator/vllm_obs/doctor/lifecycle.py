@@ -51,8 +51,10 @@ def run(ctx: Context) -> None:
         "versions": f"count by (version) ({VERSION}{{{sel}}} == 1)",
     }
     answers = dict(zip(queries, ctx.prom.query_many(list(queries.values())), strict=True))
-    if any(isinstance(a, ApiError) for a in answers.values()):
-        ctx.add(FAMILY, WARN, "lifecycle", "could not read the log exporter's lifecycle series")
+    errors = [a for a in answers.values() if isinstance(a, ApiError)]
+    if errors:
+        ctx.unchecked(FAMILY, "lifecycle", "read the log exporter's lifecycle series", errors[0])
+        _kubernetes(ctx, None)
         return
     if not any(answers.values()):
         ctx.add(

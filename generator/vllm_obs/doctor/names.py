@@ -54,7 +54,7 @@ def _check_scope(ctx: Context, scope: Scope) -> None:
     try:
         found = present(ctx.prom, scope.selector, asked)
     except ApiError as exc:
-        ctx.add(FAMILY, WARN, scope.title, f"could not ask Prometheus which series exist ({exc.message})")
+        ctx.unchecked(FAMILY, scope.title, "ask Prometheus which series exist", exc)
         return
     for name, presence in found.items():
         ctx.presence[(scope.job, name)] = presence

@@ -4,7 +4,8 @@ Every name is asked for exactly (`{__name__="a", job="vllm"}`: some managed Prom
 services refuse regular expressions on `__name__`, and a regex over every name would make
 Prometheus scan them all). Branches are joined with `or on (__name__, job, engine)`: a
 plain `or` matches on every label *but* the name, so the second of two series with the
-same job and instance would be dropped. Chunks keep each URL a few kilobytes long.
+same job and instance would be dropped. Chunks keep each URL a few kilobytes long. A
+histogram's buckets are asked for by their +Inf bucket alone, which every child has.
 """
 
 from __future__ import annotations
@@ -54,4 +55,8 @@ def chunks(branches: list[str], joiner: str) -> list[str]:
 
 def _branch(name: str, selector: str) -> str:
     inner = f'__name__="{name}"' + (f", {selector}" if selector else "")
+    if name.endswith("_bucket"):
+        # Every child histogram has a +Inf bucket: one series per child instead of one per bound.
+        inner += ', le="+Inf"'
+
     return f"count by (__name__, job, engine) (group by (__name__, job, instance, engine) ({{{inner}}}))"

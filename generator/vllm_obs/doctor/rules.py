@@ -29,7 +29,7 @@ def run(ctx: Context) -> None:
     try:
         data = ctx.prom.get("/api/v1/rules", {"exclude_alerts": "true"})
     except ApiError as exc:
-        ctx.add(FAMILY, WARN, "loaded rules", f"could not read them from /api/v1/rules ({exc.message})")
+        ctx.unchecked(FAMILY, "loaded rules", "read /api/v1/rules", exc)
         return
     loaded: dict[str, list[dict]] = {}
     for group in data.get("groups") or []:
@@ -194,7 +194,7 @@ def _check_recorded_for_dashboards(ctx: Context) -> None:
     try:
         found = present(ctx.prom, "", read)
     except ApiError as exc:
-        ctx.add(FAMILY, WARN, "recording rules", f"could not check which have samples ({exc.message})")
+        ctx.unchecked(FAMILY, "recording rules", "ask which recording rules have samples", exc)
         return
     rules = {r.name: r for r in ctx.view.rules if r.kind == "record"}
     empty = [name for name in read if name not in found]
