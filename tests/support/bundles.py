@@ -53,6 +53,41 @@ def dashboard_panels(bundle: Path) -> list[tuple[str, dict]]:
     return out
 
 
+def dashboards(bundle: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((bundle / "dashboards").glob("*.json"))]
+
+
+def panels_by_row(bundle: Path) -> list[tuple[str, str, dict]]:
+    """(dashboard title, row title, panel) for every non-row panel, in layout order."""
+    out = []
+    for dash in dashboards(bundle):
+        row = ""
+        for panel in dash["panels"]:
+            if panel["type"] == "row":
+                row = panel["title"]
+            else:
+                out.append((dash["title"], row, panel))
+    return out
+
+
+def dashboard_variables(dash: dict, chosen: dict[str, str] | None = None) -> dict[str, str]:
+    """$name -> value for the dashboard's own variables: `chosen` values, else each one's All value,
+    then Grafana's built-ins. Only variables the dashboard defines: a query using another stays broken."""
+    values = dict(GRAFANA_BUILTINS)
+    for var in dash["templating"]["list"]:
+        if var["type"] == "query":
+            values["$" + var["name"]] = var["allValue"]
+    values.update(chosen or {})
+    return values
+
+
+def expand(expr: str, values: dict[str, str]) -> str:
+    """Substitute variables the way Grafana pastes them, longest names first."""
+    for name in sorted(values, key=len, reverse=True):
+        expr = expr.replace(name, values[name])
+    return expr
+
+
 def substitute(expr: str, variables: dict[str, str] | None = None) -> str:
     values = {**GRAFANA_BUILTINS, **(variables or {})}
     for name in sorted(values, key=len, reverse=True):

@@ -1,13 +1,17 @@
-"""Panels several dashboards share."""
+"""Panels and panel shapes several dashboards share."""
 
 from __future__ import annotations
 
 from ..config import BundleConfig
 from ..rules.names import Names
-from ..signals import Resolution
+from ..signals import Resolution, Signal
+from ..source import Family
+from .queries import Filters
 from .spec import Panel, Query
 
 WARN, CRIT = "orange", "red"
+LEGEND = "{{instance}} {{model_name}}"
+PERCENTILES = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))
 
 
 def latency_panel(
@@ -20,7 +24,9 @@ def latency_panel(
     legend: str,
     warn: float | None = None,
     crit: float | None = None,
+    drill: str | None = None,
 ) -> Panel | None:
+    """p50/p95/p99 from the recording rules, with the alert thresholds (p95) dashed."""
     if key not in res.signals:
         return None
     n = Names(cfg.alerts.rate_window)
@@ -39,10 +45,50 @@ def latency_panel(
         queries=queries,
         thresholds=thresholds,
         min=0,
+        drill=drill,
     )
 
 
-def error_panel(res: Resolution, cfg: BundleConfig, replica: str, target: str) -> Panel | None:
+def raw_percentiles(
+    f: Filters,
+    sig: Signal | Family,
+    title: str,
+    description: str,
+    unit: str,
+    group: str,
+    legend: str,
+    width: int = 8,
+) -> Panel:
+    """p50/p95/p99 and the mean straight from a histogram's buckets, for series no rule records."""
+    queries = tuple(Query(f.quantile(sig, q, group), f"{label} {legend}") for q, label in PERCENTILES)
+    return Panel(
+        title=title,
+        description=description,
+        unit=unit,
+        queries=queries + (Query(f.mean(sig, group), f"mean {legend}"),),
+        min=0,
+        width=width,
+    )
+
+
+def heatmap(f: Filters, sig: Signal | Family, title: str, what: str, unit: str) -> Panel:
+    """A histogram's distribution over time, from its buckets: shows what percentiles hide
+    (two populations, a tail that comes and goes)."""
+    return Panel(
+        title=title,
+        description=(
+            f"How {what} are distributed over time (requests per second in each bucket of {sig.name}); "
+            "a second band or a wide spread is what the percentile lines average away."
+        ),
+        unit=unit,
+        queries=(Query(f.buckets(sig), "{{le}}", format="heatmap"),),
+        kind="heatmap",
+    )
+
+
+def error_panel(
+    res: Resolution, cfg: BundleConfig, replica: str, target: str, drill: str | None = None
+) -> Panel | None:
     """Share of requests failing, from the engine (finished_reason="error") and from HTTP 5xx."""
     n = Names(cfg.alerts.rate_window)
     queries = []
@@ -59,6 +105,21 @@ def error_panel(res: Resolution, cfg: BundleConfig, replica: str, target: str) -
         queries=tuple(queries),
         thresholds=((cfg.alerts.error_ratio_warning, WARN), (cfg.alerts.error_ratio_critical, CRIT)),
         min=0,
+        drill=drill,
+    )
+
+
+def stat(title: str, description: str, unit: str, expr: str, **kw) -> Panel:
+    """A single number for the top of a dashboard."""
+    return Panel(
+        title=title,
+        description=description,
+        unit=unit,
+        kind="stat",
+        queries=(Query(expr, title),),
+        width=kw.pop("width", 4),
+        height=kw.pop("height", 4),
+        **kw,
     )
 
 

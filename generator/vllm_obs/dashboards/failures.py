@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from ..config import BundleConfig
+from ..rules.names import Names
 from ..signals import Resolution
-from .common import CRIT
+from .common import CRIT, keep
 from .queries import Filters
 from .spec import Dashboard, Panel, Query, Row
 
 
 def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
-    f = Filters(res, cfg)
+    f = Filters(res, cfg, engine=False)
     x = f.exporter
     window = cfg.alerts.log_event_window
     rows = []
@@ -100,6 +101,7 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
         rows += [Row("Incidents", counts), Row("Events", events), Row("Lifecycle", _lifecycle_panels(res, f))]
     if cfg.prometheus.probes:
         rows.append(Row("Canary probe", _probe_panels(f)))
+    rows.append(Row("Engine progress", keep(_progress(res, cfg, f), _corrupted(res, f))))
     rows.append(
         Row(
             "Alerts and targets",
@@ -134,7 +136,48 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
         title="Failures",
         description="Out-of-memory errors, dead engines and failed starts from the logs, and the alerts firing.",
         rows=tuple(rows),
-        variables=f.variables(engine=False),
+        variables=f.variables(),
+        annotations=(f.alert_annotation(),),
+    )
+
+
+def _progress(res: Resolution, cfg: BundleConfig, f: Filters) -> Panel | None:
+    """What VllmEngineStalled judges: requests in flight while no token comes out."""
+    if not res.has("generation_tokens", "requests_waiting", "requests_running"):
+        return None
+    n = Names(cfg.alerts.rate_window)
+    return Panel(
+        title="Requests in flight vs tokens generated",
+        description=(
+            f"Requests running or waiting against tokens generated per second ({cfg.alerts.rate_window} rate). "
+            f"Requests in flight with no token for {cfg.alerts.stall_window} is a stuck engine "
+            "(VllmEngineStalled), even while /health answers 200."
+        ),
+        unit="none",
+        queries=(
+            Query(
+                f"{n.requests_running}{f.replica} + {n.requests_waiting}{f.replica}",
+                "in flight {{instance}} {{model_name}}",
+            ),
+            Query(f"{n.generation_tokens}{f.replica}", "tokens/s {{instance}} {{model_name}}"),
+        ),
+        min=0,
+    )
+
+
+def _corrupted(res: Resolution, f: Filters) -> Panel | None:
+    if "corrupted_requests" not in res.signals:
+        return None
+    sig = res["corrupted_requests"]
+    return Panel(
+        title="Requests with NaN logits",
+        description=(
+            "Requests whose logits held NaNs (only counted with the NaN check on): a numerical fault of the "
+            "model or the hardware; they return garbage."
+        ),
+        unit="reqps",
+        queries=(Query(f.rate(sig, f.per_model), "{{instance}} {{model_name}}"),),
+        min=0,
     )
 
 
@@ -241,6 +284,7 @@ def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             queries=(
                 Query(f"max by ({f.per_replica}, version) (vllm_log_vllm_version_info{x})", "{{version}}"),
             ),
+            text_mode="name",
             width=6,
             height=5,
         ),

@@ -1,50 +1,72 @@
-"""Instance and model: one replica's latency breakdown, traffic and errors."""
+"""Instance and model: one replica's latency breakdown, traffic, workload, process and configuration."""
 
 from __future__ import annotations
 
 from ..config import BundleConfig
 from ..rules.names import Names
 from ..signals import Resolution
-from .common import error_panel, keep, latency_panel
-from .queries import RATE, Filters
+from .common import LEGEND, error_panel, heatmap, keep, latency_panel, raw_percentiles
+from .features import lora_panels, mfu_panels, spec_decode_panels
+from .gpu import gpu_panels
+from .process import configuration_panels, process_panels
+from .queries import Filters
 from .spec import Dashboard, Panel, Query, Row
-
-LEGEND = "{{instance}} {{model_name}}"
 
 
 def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
     f = Filters(res, cfg)
+    return Dashboard(
+        key="instance",
+        title="Instance and model",
+        description=(
+            "One replica and model: latency percentiles, distributions and phases, traffic and errors, "
+            "request lengths, speculative decoding and LoRA adapters where on, its GPUs, the API server "
+            "process and the KV-cache configuration."
+        ),
+        rows=(
+            Row("Latency", _latency(res, cfg, f)),
+            Row("Traffic and errors", _traffic(res, cfg, f)),
+            Row("Workload", _workload(res, f)),
+            Row("Speculative decoding", spec_decode_panels(res, cfg, f)),
+            Row("LoRA adapters", lora_panels(res, cfg, f)),
+            Row("GPUs", gpu_panels(res, cfg, f)),
+            Row("API server process", process_panels(res, f)),
+            Row("Configuration", configuration_panels(res, f)),
+            Row("Model FLOPs and memory traffic (--enable-mfu-metrics)", mfu_panels(res, f)),
+        ),
+        variables=f.variables(),
+        annotations=(f.alert_annotation(),),
+    )
+
+
+def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
     n = Names(cfg.alerts.rate_window)
     a = cfg.alerts
-    latency = keep(
-        latency_panel(
-            res,
-            cfg,
+    out: list[Panel | None] = []
+    for key, title, what, warn, crit in (
+        (
             "time_to_first_token",
             "Time to first token",
-            "job_instance_model",
-            f.replica,
-            LEGEND,
+            "times to first token",
             a.ttft_p95_warning_seconds,
             a.ttft_p95_critical_seconds,
         ),
-        latency_panel(
-            res,
-            cfg,
+        (
             "inter_token_latency",
             "Inter-token latency",
-            "job_instance_model",
-            f.replica,
-            LEGEND,
+            "gaps between output tokens",
             a.itl_p95_warning_seconds,
             a.itl_p95_critical_seconds,
         ),
-        latency_panel(
-            res, cfg, "e2e_request_latency", "End-to-end latency", "job_instance_model", f.replica, LEGEND
-        ),
-    )
+        ("e2e_request_latency", "End-to-end latency", "request durations", None, None),
+    ):
+        if key in res.signals:
+            out.append(
+                latency_panel(res, cfg, key, title, "job_instance_model", f.replica, LEGEND, warn, crit)
+            )
+            out.append(heatmap(f, res[key], f"{title} distribution", what, "s"))
     phases = [
-        Query(f"{n.quantile(key, 'p95')}{f.replica}", f"{what} {LEGEND}")
+        (key, what)
         for key, what in (
             ("request_queue_time", "queue"),
             ("request_prefill_time", "prefill"),
@@ -53,50 +75,109 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
         if key in res.signals
     ]
     if phases:
-        latency += (
+        out.append(
             Panel(
                 title="Where the time goes (p95)",
                 description="Queue, prefill and decode time: queue means capacity, prefill means long prompts.",
                 unit="s",
-                queries=tuple(phases),
+                queries=tuple(
+                    Query(f"{n.quantile(k, 'p95')}{f.replica}", f"{w} {LEGEND}") for k, w in phases
+                ),
                 min=0,
-            ),
+            )
         )
-    traffic: list[Panel] = []
+        out.append(
+            Panel(
+                title="Mean time per request phase",
+                description=(
+                    f"Mean queue, prefill and decode time per request over {a.rate_window}, stacked: their sum "
+                    "is the mean time a request spends in the engine."
+                ),
+                unit="s",
+                queries=tuple(Query(f"{n.mean(k)}{f.replica}", f"{w} {LEGEND}") for k, w in phases),
+                stack=True,
+                min=0,
+            )
+        )
+    if "request_queue_time" in res.signals:
+        out.append(
+            latency_panel(
+                res, cfg, "request_queue_time", "Queue time", "job_instance_model", f.replica, LEGEND
+            )
+        )
+    if "request_time_per_output_token" in res.signals:
+        sig = res["request_time_per_output_token"]
+        out.append(
+            raw_percentiles(
+                f,
+                sig,
+                "Time per output token, per request",
+                f"Each request's mean gap between output tokens, from {sig.name}: what one user perceives.",
+                "s",
+                f.per_model,
+                LEGEND,
+            )
+        )
+    return keep(*out)
+
+
+def _traffic(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
+    n = Names(cfg.alerts.rate_window)
+    out: list[Panel] = []
     if "request_success" in res.signals:
         sig = res["request_success"]
-        traffic.append(
+        out += [
             Panel(
                 title="Finished requests by reason",
                 description="stop and length are normal endings; abort is a client that went away; error failed.",
                 unit="reqps",
                 queries=(
                     Query(
-                        f"sum by ({f.per_replica}, finished_reason) (rate({sig.name}{f.raw(sig)}[{RATE}]))",
+                        f.rate(sig, f"{f.per_replica}, finished_reason"), "{{finished_reason}} {{instance}}"
+                    ),
+                ),
+                stack=True,
+                min=0,
+            ),
+            Panel(
+                title="Finish reason share",
+                description=(
+                    "Share of finished requests by reason: a rising length share is truncation (max_tokens "
+                    "too low), a rising abort share is clients giving up, error is the engine failing."
+                ),
+                unit="percentunit",
+                queries=(
+                    Query(
+                        f"{f.rate(sig, f'{f.per_replica}, finished_reason')}\n/ ignoring (finished_reason) "
+                        f"group_left ()\n({f.rate(sig, f.per_replica)} > 0)",
                         "{{finished_reason}} {{instance}}",
                     ),
                 ),
                 stack=True,
                 min=0,
-            )
-        )
+                max=1,
+            ),
+        ]
     if "http_requests" in res.signals:
         sig = res["http_requests"]
-        traffic.append(
+        out += [
             Panel(
                 title="HTTP responses by status",
                 description="API responses per second by status class; 4xx are client mistakes, 5xx server failures.",
                 unit="reqps",
-                queries=(
-                    Query(
-                        f"sum by ({f.per_replica}, status) (rate({sig.name}{f.target}[{RATE}]))",
-                        "{{status}} {{instance}}",
-                    ),
-                ),
+                queries=(Query(f.rate(sig, f"{f.per_replica}, status"), "{{status}} {{instance}}"),),
                 stack=True,
                 min=0,
-            )
-        )
+            ),
+            Panel(
+                title="HTTP requests by endpoint",
+                description="API requests per second by route (completions, chat, embeddings, health, metrics).",
+                unit="reqps",
+                queries=(Query(f.rate(sig, f"{f.per_replica}, handler"), "{{handler}} {{instance}}"),),
+                stack=True,
+                min=0,
+            ),
+        ]
     tokens = [
         Query(f"{rule}{f.replica}", f"{what} {LEGEND}")
         for key, rule, what in (
@@ -106,7 +187,7 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
         if key in res.signals
     ]
     if tokens:
-        traffic.append(
+        out.append(
             Panel(
                 title="Tokens / s",
                 description="Prompt and generated tokens per second.",
@@ -115,13 +196,39 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 min=0,
             )
         )
-    lengths = []
-    for key, what in (("request_prompt_tokens", "prompt"), ("request_generation_tokens", "generated")):
-        if key in res.signals:
-            sig = res[key]
-            lengths.append(Query(f.mean(sig), f"{what} {{{{instance}}}}"))
+    out += keep(error_panel(res, cfg, f.replica, f.recorded_target))
+    return tuple(out)
+
+
+def _workload(res: Resolution, f: Filters) -> tuple[Panel, ...]:
+    out: list[Panel] = []
+    for key, title, what in (
+        ("request_prompt_tokens", "Prompt length", "prompt lengths"),
+        ("request_generation_tokens", "Output length", "output lengths"),
+    ):
+        if key not in res.signals:
+            continue
+        sig = res[key]
+        out.append(
+            raw_percentiles(
+                f,
+                sig,
+                title,
+                f"Tokens per request, p50/p95/p99 and mean, from {sig.name}'s buckets (approximate within a bucket).",
+                "none",
+                f.per_model,
+                LEGEND,
+                width=12,
+            )
+        )
+        out.append(heatmap(f, sig, f"{title} distribution", what, "none"))
+    lengths = [
+        Query(f.mean(res[key], f.per_model), f"{what} {LEGEND}")
+        for key, what in (("request_prompt_tokens", "prompt"), ("request_generation_tokens", "generated"))
+        if key in res.signals
+    ]
     if lengths:
-        traffic.append(
+        out.append(
             Panel(
                 title="Mean request length",
                 description="Mean prompt and generation length in tokens; long prompts raise time to first token.",
@@ -130,11 +237,4 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 min=0,
             )
         )
-    traffic += keep(error_panel(res, cfg, f.replica, f.target))
-    return Dashboard(
-        key="instance",
-        title="Instance and model",
-        description="One replica and model: latency percentiles and their phases, traffic, lengths, errors.",
-        rows=(Row("Latency", latency), Row("Traffic and errors", tuple(traffic))),
-        variables=f.variables(),
-    )
+    return tuple(out)

@@ -1,29 +1,59 @@
-"""KV cache and scheduler: memory pressure against the queue."""
+"""KV cache and scheduler: memory pressure against the queue, and each engine of a replica."""
 
 from __future__ import annotations
 
 from ..config import BundleConfig
 from ..rules.names import Names
 from ..signals import Resolution
-from .common import CRIT, WARN
+from .common import CRIT, LEGEND, WARN, keep
+from .engines import engine_panels
+from .features import admission_panels, cache_panels, residency_panels
+from .kv_transfer import connector_failures, connector_panels, offload_panels
 from .queries import RATE, Filters
 from .spec import Dashboard, Panel, Query, Row
-
-LEGEND = "{{instance}} {{model_name}}"
 
 
 def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
     f = Filters(res, cfg)
+    return Dashboard(
+        key="kv_cache",
+        title="KV cache and scheduler",
+        description=(
+            "KV-cache usage against the queue and the batch: is memory or the scheduler the limit? With "
+            "data-parallel engines, is one engine out of line? Where do prompt tokens come from, and do the "
+            "KV connectors (transfer, offloading) keep up?"
+        ),
+        rows=(
+            Row("KV cache", _memory(res, cfg, f)),
+            Row("Scheduler", _scheduler(res, cfg, f)),
+            Row("Admission control", admission_panels(res, f)),
+            Row("Engines (data parallel)", engine_panels(res, cfg, f)),
+            Row("Prompt sources and caches", cache_panels(res, f)),
+            Row(
+                "KV connectors (transfer and offloading)",
+                keep(connector_failures(res, f)) + connector_panels(res, f) + offload_panels(res, f),
+            ),
+            Row("KV-block residency (--kv-cache-metrics)", residency_panels(res, f)),
+        ),
+        variables=f.variables(),
+        annotations=(f.alert_annotation(),),
+    )
+
+
+def _memory(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
     n = Names(cfg.alerts.rate_window)
     a = cfg.alerts
-    memory: list[Panel] = []
+    out: list[Panel] = []
     if "kv_cache_usage" in res.signals:
         sig = res["kv_cache_usage"]
         per_engine = " engine {{engine}}" if sig.has_label("engine") else ""
-        memory.append(
+        out.append(
             Panel(
                 title="KV-cache usage per engine",
-                description=f"{sig.name}, a fraction from 0 to 1. Dashed: the VllmKVCachePressure threshold.",
+                description=(
+                    f"{sig.name}, a fraction from 0 to 1. Dashed: the VllmKVCachePressure threshold; "
+                    "VllmKVCacheFillingUp warns when the trend reaches 1 soon."
+                ),
                 unit="percentunit",
                 queries=(Query(f"{sig.name}{f.raw(sig)}", f"{LEGEND}{per_engine}"),),
                 thresholds=((a.kv_usage_threshold, CRIT),),
@@ -33,21 +63,25 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
         )
     if "preemptions" in res.signals:
         sig = res["preemptions"]
-        memory.append(
+        out += [
             Panel(
                 title="Preemptions / s",
                 description="Running requests evicted for lack of KV-cache blocks and recomputed later.",
                 unit="none",
-                queries=(
-                    Query(
-                        f"sum by ({f.per_replica}, model_name) (rate({sig.name}{f.raw(sig)}[{RATE}]))", LEGEND
-                    ),
-                ),
+                queries=(Query(f.rate(sig, f.per_model), LEGEND),),
                 min=0,
-            )
-        )
+            ),
+            Panel(
+                title="Preemptions per finished request",
+                description="Preemptions normalised by traffic (VllmPreemptions). Dashed: the alert threshold.",
+                unit="none",
+                queries=(Query(f"{n.preemptions_per_request}{f.replica}", LEGEND),),
+                thresholds=((a.preemptions_per_request, WARN),),
+                min=0,
+            ),
+        ]
     if res.has("prefix_cache_hits", "prefix_cache_queries"):
-        memory.append(
+        out.append(
             Panel(
                 title="Prefix-cache hit rate",
                 description="Share of prompt tokens served from the prefix cache instead of recomputed.",
@@ -59,7 +93,7 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
         )
     elif "prefix_cache_hit_rate" in res.signals:
         sig = res["prefix_cache_hit_rate"]
-        memory.append(
+        out.append(
             Panel(
                 title="Prefix-cache hit rate",
                 description=f"{sig.name}, as the V0 engine reports it.",
@@ -69,14 +103,36 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 max=1,
             )
         )
-    scheduler: list[Panel] = []
+    cached = f.family("vllm:prompt_tokens_cached_total")
+    if cached is not None and "prompt_tokens" in res.signals:
+        out.append(
+            Panel(
+                title="Prompt tokens that skipped prefill",
+                description=(
+                    "Share of prompt tokens whose KV came from a cache (local prefix cache or a KV connector) "
+                    "rather than being computed: prefill work saved."
+                ),
+                unit="percentunit",
+                queries=(Query(f.ratio(cached, res["prompt_tokens"], f.per_model), LEGEND),),
+                min=0,
+                max=1,
+            )
+        )
+    return tuple(out)
+
+
+def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
+    n = Names(cfg.alerts.rate_window)
+    a = cfg.alerts
+    out: list[Panel] = []
     if res.has("requests_waiting", "requests_running"):
-        scheduler.append(
+        out.append(
             Panel(
                 title="Waiting vs running",
                 description=(
                     "A growing queue with KV cache to spare means the scheduler limits (--max-num-seqs, "
-                    "--max-num-batched-tokens) are the bottleneck (VllmSchedulerThrottled)."
+                    "--max-num-batched-tokens) are the bottleneck (VllmSchedulerThrottled). Dashed: the "
+                    "VllmQueueDepthHigh threshold."
                 ),
                 unit="none",
                 queries=(
@@ -89,10 +145,13 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
         )
     if "requests_waiting_by_reason" in res.signals:
         sig = res["requests_waiting_by_reason"]
-        scheduler.append(
+        out.append(
             Panel(
                 title="Waiting by reason",
-                description="capacity: no room to schedule; deferred: held back on purpose (vLLM 0.20+).",
+                description=(
+                    "capacity: no KV cache or batch room to schedule it; deferred: held back on purpose "
+                    "(priorities, a KV transfer, structured-output compilation). vLLM 0.20+."
+                ),
                 unit="none",
                 queries=(
                     Query(
@@ -106,18 +165,37 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
         )
     if "iteration_tokens" in res.signals:
         sig = res["iteration_tokens"]
-        scheduler.append(
+        out += [
             Panel(
                 title="Tokens per engine step",
-                description="Mean batch size in tokens per engine iteration (prefill and decode together).",
+                description=(
+                    "Batch size in tokens per engine iteration (prefill and decode together), p50, p99 and "
+                    "mean: a p99 pinned at --max-num-batched-tokens means steps are full."
+                ),
                 unit="none",
-                queries=(Query(f.mean(sig), "{{instance}}"),),
+                queries=(
+                    Query(f.quantile(sig, 0.5, f.per_replica), "p50 {{instance}}"),
+                    Query(f.quantile(sig, 0.99, f.per_replica), "p99 {{instance}}"),
+                    Query(f.mean(sig), "mean {{instance}}"),
+                ),
                 min=0,
-            )
-        )
+            ),
+            Panel(
+                title="Engine steps / s",
+                description="Scheduler iterations per second: it drops to 0 when the engine stalls while requests wait.",
+                unit="none",
+                queries=(
+                    Query(
+                        f"sum by ({f.per_replica}) (rate({sig.name}_count{f.raw(sig)}[{RATE}]))",
+                        "{{instance}}",
+                    ),
+                ),
+                min=0,
+            ),
+        ]
     if "requests_swapped" in res.signals:
         sig = res["requests_swapped"]
-        scheduler.append(
+        out.append(
             Panel(
                 title="Requests swapped to CPU",
                 description="V0 engine: requests whose KV cache was swapped out to host memory.",
@@ -126,10 +204,4 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 min=0,
             )
         )
-    return Dashboard(
-        key="kv_cache",
-        title="KV cache and scheduler",
-        description="KV-cache usage against the queue and the batch: is memory or the scheduler the limit?",
-        rows=(Row("KV cache", tuple(memory)), Row("Scheduler", tuple(scheduler))),
-        variables=f.variables(),
-    )
+    return tuple(out)

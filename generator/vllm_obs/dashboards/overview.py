@@ -1,124 +1,251 @@
-"""Overview: fleet health at a glance."""
+"""Overview: fleet health at a glance, every replica in one table, latency and its distribution."""
 
 from __future__ import annotations
 
 from ..config import BundleConfig
 from ..rules.names import Names, slo_miss
 from ..signals import Resolution
-from .common import CRIT, WARN, error_panel, keep, latency_panel
+from .common import CRIT, WARN, error_panel, heatmap, keep, latency_panel, raw_percentiles, stat
 from .queries import Filters
+from .replicas import replicas_table
 from .spec import Dashboard, Panel, Query, Row
+
+# The burn factors of the multi-window alerts (kubernetes-mixin's), drawn on the burn panels.
+BURN_FACTORS = ((1.0, "yellow"), (3.0, WARN), (6.0, CRIT), (14.4, "dark-red"))
 
 
 def overview(res: Resolution, cfg: BundleConfig) -> Dashboard:
-    f = Filters(res, cfg)
+    f = Filters(res, cfg, engine=False)
     n = Names(cfg.alerts.rate_window)
     a = cfg.alerts
-    fleet = [
-        Panel(
-            title="Targets up",
-            description="vLLM API servers answering Prometheus' scrapes. A dead engine takes its server down.",
-            unit="none",
-            kind="stat",
-            queries=(Query(f"sum(up{f.target})", "up"),),
+    return Dashboard(
+        key="overview",
+        title="Overview",
+        description=(
+            "Fleet health: targets, traffic, latency percentiles and distributions, SLOs, queue, "
+            "KV cache, preemptions, errors, and every replica in one table."
+        ),
+        rows=(
+            Row("Fleet", _fleet(res, cfg, f, n)),
+            Row("Replicas", keep(replicas_table(res, cfg, f))),
+            Row("Latency", _latency(res, cfg, f)),
+            Row("Error budget", _burn(res, cfg, f)),
+            Row("Load and saturation", _load(res, cfg, f, n, a)),
+        ),
+        variables=f.variables(),
+        annotations=(f.alert_annotation(),),
+    )
+
+
+def _fleet(res: Resolution, cfg: BundleConfig, f: Filters, n: Names) -> tuple[Panel, ...]:
+    a = cfg.alerts
+    out = [
+        stat(
+            "Targets up",
+            "vLLM API servers answering Prometheus' scrapes. A dead engine takes its server down.",
+            "none",
+            f"sum(up{f.target})",
             base_color=CRIT,
             thresholds=((1, "green"),),
-            width=4,
-            height=5,
         ),
-        Panel(
-            title="Targets down",
-            description="vLLM API servers Prometheus cannot scrape (VllmTargetDown).",
-            unit="none",
-            kind="stat",
-            queries=(Query(f"count(up{f.target} == 0) or vector(0)", "down"),),
+        stat(
+            "Targets down",
+            "vLLM API servers Prometheus cannot scrape (VllmTargetDown), 0 when all answer.",
+            "none",
+            f"count(up{f.target} == 0) or vector(0)",
             thresholds=((1, CRIT),),
-            width=4,
-            height=5,
-        ),
-        Panel(
-            title="Requests / s",
-            description="Finished requests per second, all models selected.",
-            unit="reqps",
-            kind="stat",
-            queries=(Query(f"sum({n.fleet_requests_finished}{f.model})", "requests/s"),),
-            width=4,
-            height=5,
         ),
     ]
-    if "generation_tokens" in res.signals:
-        fleet.append(
-            Panel(
-                title="Generated tokens / s",
-                description="Output tokens per second, all models selected.",
-                unit="none",
-                kind="stat",
-                queries=(Query(f"sum({n.fleet_generation_tokens}{f.model})", "tokens/s"),),
-                width=4,
-                height=5,
+    if "requests_running" in res.signals:
+        sig = res["requests_running"]
+        out.append(
+            stat(
+                "Engines reporting",
+                "Engine cores (data-parallel ranks count one each) whose series Prometheus has: a target "
+                "that answers scrapes without them is VllmMetricsAbsent.",
+                "none",
+                f"count({sig.name}{f.raw(sig)}) or vector(0)",
+                base_color=CRIT,
+                thresholds=((1, "green"),),
             )
         )
-    for key, label, objective in (
-        ("time_to_first_token", "TTFT", cfg.slo.ttft_objective),
-        ("inter_token_latency", "TPOT", cfg.slo.itl_objective),
+    out.append(
+        stat(
+            "Requests / s",
+            "Finished requests per second, all models selected (the canary probe's left out).",
+            "reqps",
+            f"sum({n.fleet_requests_finished}{f.model})",
+        )
+    )
+    for key, rule, title in (
+        ("prompt_tokens", n.fleet_prompt_tokens, "Prompt tokens / s"),
+        ("generation_tokens", n.fleet_generation_tokens, "Generated tokens / s"),
     ):
         if key in res.signals:
-            threshold = (
-                cfg.slo.ttft_threshold_seconds
-                if key == "time_to_first_token"
-                else cfg.slo.itl_threshold_seconds
+            out.append(
+                stat(title, f"{title[:-4]} per second, all models selected.", "none", f"sum({rule}{f.model})")
             )
-            fleet.append(
-                Panel(
-                    title=f"{label} SLO attainment (1d)",
-                    description=(
-                        f"Share of {'requests' if label == 'TTFT' else 'output tokens'} within {threshold:g}s "
-                        f"over the last day; the objective is {objective:.2%}."
-                    ),
-                    unit="percentunit",
-                    kind="stat",
-                    queries=(Query(f"1 - max({slo_miss(key, '1d')}{f.model})", "attainment"),),
+    if res.has("requests_waiting", "requests_running"):
+        out += [
+            stat(
+                "Running",
+                "Requests in the engines' batches now, all replicas selected.",
+                "none",
+                f"sum({n.requests_running}{f.replica})",
+            ),
+            stat(
+                "Waiting",
+                f"Requests queued now, all replicas selected; a replica above {a.queue_waiting_threshold:g} "
+                "for long warns (VllmQueueDepthHigh).",
+                "none",
+                f"sum({n.requests_waiting}{f.replica})",
+            ),
+        ]
+    if "kv_cache_usage" in res.signals:
+        out.append(
+            stat(
+                "KV cache (fullest engine)",
+                "KV-cache usage of the fullest engine selected: it is the one that preempts. "
+                "Orange: the VllmKVCachePressure threshold.",
+                "percentunit",
+                f"max({n.kv_cache_usage}{f.replica})",
+                thresholds=((a.kv_usage_threshold, WARN),),
+                min=0,
+                max=1,
+            )
+        )
+    if "preemptions" in res.signals:
+        out.append(
+            stat(
+                "Preemptions / s",
+                "Running requests evicted for lack of KV-cache blocks, per second: any sustained value costs "
+                "recomputation.",
+                "none",
+                f"sum({n.preemptions}{f.replica})",
+                thresholds=((0.001, WARN),),
+            )
+        )
+    if res.has("prefix_cache_hits", "prefix_cache_queries"):
+        out.append(
+            stat(
+                "Prefix-cache hit rate",
+                "Share of prompt tokens served from the prefix cache, all replicas selected.",
+                "percentunit",
+                f.ratio(res["prefix_cache_hits"], res["prefix_cache_queries"], "job"),
+                min=0,
+                max=1,
+            )
+        )
+    for key, label, warn in (
+        ("time_to_first_token", "TTFT", a.ttft_p95_warning_seconds),
+        ("inter_token_latency", "Inter-token latency", a.itl_p95_warning_seconds),
+        ("e2e_request_latency", "End-to-end latency", None),
+    ):
+        if key in res.signals:
+            out.append(
+                stat(
+                    f"{label} p95 (worst model)",
+                    f"p95 over {a.rate_window} of the slowest model selected"
+                    + (": orange is the warning alert threshold." if warn else "."),
+                    "s",
+                    f"max({n.quantile(key, 'p95', 'job_model')}{f.model})",
+                    thresholds=((warn, WARN),) if warn else (),
+                )
+            )
+    for key, label, objective, threshold in (
+        ("time_to_first_token", "TTFT", cfg.slo.ttft_objective, cfg.slo.ttft_threshold_seconds),
+        ("inter_token_latency", "TPOT", cfg.slo.itl_objective, cfg.slo.itl_threshold_seconds),
+    ):
+        if key in res.signals:
+            what = "requests" if label == "TTFT" else "output tokens"
+            out.append(
+                stat(
+                    f"{label} SLO attainment (1d)",
+                    f"Share of {what} within {threshold:g}s over the last day; the objective is {objective:.2%}.",
+                    "percentunit",
+                    f"1 - max({slo_miss(key, '1d')}{f.model})",
                     base_color=CRIT,
                     thresholds=((objective, "green"),),
                     min=0,
                     max=1,
-                    width=4,
-                    height=5,
                 )
             )
-    latency = keep(
-        latency_panel(
-            res,
-            cfg,
+    return tuple(out)
+
+
+def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
+    a = cfg.alerts
+    out: list[Panel | None] = []
+    for key, title, what, warn, crit in (
+        (
             "time_to_first_token",
             "Time to first token",
-            "job_model",
-            f.model,
-            "{{model_name}}",
+            "times to first token",
             a.ttft_p95_warning_seconds,
             a.ttft_p95_critical_seconds,
         ),
-        latency_panel(
-            res,
-            cfg,
+        (
             "inter_token_latency",
-            "Inter-token latency (time per output token)",
-            "job_model",
-            f.model,
-            "{{model_name}}",
+            "Inter-token latency",
+            "gaps between output tokens",
             a.itl_p95_warning_seconds,
             a.itl_p95_critical_seconds,
         ),
-        latency_panel(
-            res,
-            cfg,
-            "e2e_request_latency",
-            "End-to-end request latency",
-            "job_model",
-            f.model,
-            "{{model_name}}",
-        ),
-    )
+        ("e2e_request_latency", "End-to-end request latency", "request durations", None, None),
+        ("request_queue_time", "Queue time", "times spent waiting for a slot", None, None),
+    ):
+        if key not in res.signals:
+            continue
+        out.append(latency_panel(res, cfg, key, title, "job_model", f.model, "{{model_name}}", warn, crit))
+        out.append(heatmap(f, res[key], f"{title} distribution", what, "s"))
+    if "request_time_per_output_token" in res.signals:
+        sig = res["request_time_per_output_token"]
+        out.append(
+            raw_percentiles(
+                f,
+                sig,
+                "Time per output token, per request",
+                f"Each request's mean gap between output tokens (decode time / (tokens - 1)), from {sig.name}: "
+                "what one user perceives, where inter-token latency weighs every token alike.",
+                "s",
+                "model_name",
+                "{{model_name}}",
+            )
+        )
+    return keep(*out)
+
+
+def _burn(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
+    out = []
+    for key, label, objective in (
+        ("time_to_first_token", "TTFT", cfg.slo.ttft_objective),
+        ("inter_token_latency", "TPOT", cfg.slo.itl_objective),
+    ):
+        if key not in res.signals:
+            continue
+        budget = round(1 - objective, 10)
+        out.append(
+            Panel(
+                title=f"{label} error-budget burn",
+                description=(
+                    f"How fast each model spends its {label} error budget ({budget:.2%} of "
+                    f"{'requests' if label == 'TTFT' else 'tokens'} may miss): the miss ratio over each window "
+                    "divided by the budget. 1 spends it exactly in the SLO period; the dashed lines are the burn "
+                    "factors of the budget-burn alerts (14.4 and 6 page, 3 and 1 warn, each with a short window)."
+                ),
+                unit="none",
+                queries=tuple(
+                    Query(f"{slo_miss(key, window)}{f.model} / {budget:g}", f"{window} {{{{model_name}}}}")
+                    for window in ("1h", "6h", "1d", "3d")
+                ),
+                thresholds=BURN_FACTORS,
+                min=0,
+            )
+        )
+    return tuple(out)
+
+
+def _load(res: Resolution, cfg: BundleConfig, f: Filters, n: Names, a) -> tuple[Panel, ...]:
     load = [
         Panel(
             title="Throughput",
@@ -135,11 +262,31 @@ def overview(res: Resolution, cfg: BundleConfig) -> Dashboard:
             min=0,
         ),
     ]
+    if "request_success" in res.signals:
+        sig = res["request_success"]
+        load.append(
+            Panel(
+                title="Finished requests by reason",
+                description=(
+                    "stop and length are normal endings (a rising share of length is truncation); abort is "
+                    "a client that went away; error failed."
+                ),
+                unit="reqps",
+                queries=(
+                    Query(f.rate(sig, "model_name, finished_reason"), "{{finished_reason}} {{model_name}}"),
+                ),
+                stack=True,
+                min=0,
+            )
+        )
     if res.has("requests_waiting", "requests_running"):
         load.append(
             Panel(
                 title="Requests running and waiting",
-                description=f"Per replica. Dashed line: the queue alert threshold ({a.queue_waiting_threshold:g}).",
+                description=(
+                    f"Per replica. Dashed line: the queue alert threshold ({a.queue_waiting_threshold:g}). "
+                    "Click a line to open that replica."
+                ),
                 unit="none",
                 queries=(
                     Query(f"{n.requests_running}{f.replica}", "running {{instance}} {{model_name}}"),
@@ -147,18 +294,23 @@ def overview(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 ),
                 thresholds=((a.queue_waiting_threshold, WARN),),
                 min=0,
+                drill="instance",
             )
         )
     if "kv_cache_usage" in res.signals:
         load.append(
             Panel(
                 title="KV-cache usage",
-                description="The fullest engine of each replica (max, never a sum). Dashed: the alert threshold.",
+                description=(
+                    "The fullest engine of each replica (max, never a sum). Dashed: the alert threshold. "
+                    "Click a line to open that replica's KV cache."
+                ),
                 unit="percentunit",
                 queries=(Query(f"{n.kv_cache_usage}{f.replica}", "{{instance}} {{model_name}}"),),
                 thresholds=((a.kv_usage_threshold, CRIT),),
                 min=0,
                 max=1,
+                drill="kv_cache",
             )
         )
     if "preemptions" in res.signals:
@@ -170,17 +322,8 @@ def overview(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 queries=(Query(f"{n.preemptions_per_request}{f.replica}", "{{instance}} {{model_name}}"),),
                 thresholds=((a.preemptions_per_request, WARN),),
                 min=0,
+                drill="kv_cache",
             )
         )
-    load += keep(error_panel(res, cfg, f.replica, f.target))
-    return Dashboard(
-        key="overview",
-        title="Overview",
-        description="Fleet health: targets, traffic, latency percentiles, queue, KV cache, preemptions, errors, SLOs.",
-        rows=(
-            Row("Fleet", tuple(fleet)),
-            Row("Latency", latency),
-            Row("Load and saturation", tuple(load)),
-        ),
-        variables=f.variables(engine=False),
-    )
+    load += keep(error_panel(res, cfg, f.replica, f.recorded_target))
+    return tuple(load)

@@ -1,4 +1,4 @@
-"""Label filters and variables shared by the dashboards."""
+"""Label filters, variables and query helpers shared by the dashboards."""
 
 from __future__ import annotations
 
@@ -7,15 +7,31 @@ import re
 from ..config import BundleConfig
 from ..rules.names import by, scope_of
 from ..signals import Resolution, Signal
-from .spec import Variable
+from ..source import Family
+from .spec import Annotation, Variable
 
 RATE = "$__rate_interval"
+# What "All" of the instance variable expands to: every replica (the linter's rule).
+EVERY = ".+"
+
+
+def regex_literal(text: str) -> str:
+    """A regex matching exactly `text`, written for the inside of a PromQL string.
+
+    Grafana pastes a variable's All value into `job=~"$job"` as is, so RE2's escapes must
+    themselves be escaped for the PromQL string (`vllm.prod` -> `vllm\\\\.prod`).
+    """
+    escaped = re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", text)
+    return escaped.replace("\\", "\\\\")
 
 
 class Filters:
-    def __init__(self, res: Resolution, cfg: BundleConfig) -> None:
+    def __init__(self, res: Resolution, cfg: BundleConfig, engine: bool = True) -> None:
+        """`engine`: the dashboard has an engine variable (where the source has engines)."""
         self.res = res
         self.cfg = cfg
+        anchor = res.signals.get("requests_running")
+        self.engine = engine and anchor is not None and anchor.has_label("engine")
         self.scope = scope_of(cfg, res)
         extra = cfg.prometheus.extra_selector.strip()
         self._extra = f", {extra}" if extra else ""
@@ -51,21 +67,51 @@ class Filters:
         """For per-target series without model_name (up, HTTP counters)."""
         return f'{{{self._cluster}job=~"$job", {self.replica_label}=~"$instance"{self._extra}}}'
 
-    def raw(self, sig: Signal, *extra: str) -> str:
-        """Matchers for a vLLM series, with the engine filter where the series has one."""
-        parts = ['job=~"$job"', f'{self.replica_label}=~"$instance"', 'model_name=~"$model_name"']
+    @property
+    def recorded_target(self) -> str:
+        """For job_instance recording rules (no model_name, no extra selector: already applied)."""
+        return f'{{{self._cluster}job=~"$job", {self.replica_label}=~"$instance"}}'
+
+    def raw(self, item: Signal | Family, *extra: str) -> str:
+        """Matchers for a vLLM series: model and engine filters only where the series has the label."""
+        labels = item.family.labels if isinstance(item, Signal) else item.labels
+        parts = ['job=~"$job"', f'{self.replica_label}=~"$instance"']
         if self.scope.cluster:
             parts.insert(0, f'{self.scope.cluster}=~"$cluster"')
-        if sig.has_label("engine"):
+        if "model_name" in labels:
+            parts.append('model_name=~"$model_name"')
+        if "engine" in labels and self.engine:
             parts.append('engine=~"$engine"')
         return "{" + ", ".join(parts + list(extra)) + self._extra + "}"
 
-    def mean(self, sig: Signal) -> str:
-        """Mean observation per server of a histogram over the panel's rate interval."""
+    def family(self, native: str) -> Family | None:
+        """A series the source has that no signal names (e.g. a feature's secondary series)."""
+        return self.res.source.families.get(native)
+
+    def rate(self, item: Signal | Family, group: str, *extra: str) -> str:
+        name = item.name
+        return f"sum by ({group}) (rate({name}{self.raw(item, *extra)}[{RATE}]))"
+
+    def ratio(self, hits: Signal | Family, total: Signal | Family, group: str) -> str:
+        """hits / total as rates; 0/0 (no traffic) stays empty rather than NaN."""
+        return f"{self.rate(hits, group)}\n/\n({self.rate(total, group)} > 0)"
+
+    def mean(self, sig: Signal | Family, group: str | None = None) -> str:
+        """Mean observation of a histogram over the panel's rate interval (per server by default)."""
+        group = group or self.per_replica
+        name = sig.name
         return (
-            f"sum by ({self.per_replica}) (rate({sig.sum}{self.raw(sig)}[{RATE}]))\n/\n"
-            f"sum by ({self.per_replica}) (rate({sig.count}{self.raw(sig)}[{RATE}]))"
+            f"sum by ({group}) (rate({name}_sum{self.raw(sig)}[{RATE}]))\n/\n"
+            f"(sum by ({group}) (rate({name}_count{self.raw(sig)}[{RATE}])) > 0)"
         )
+
+    def quantile(self, sig: Signal | Family, q: float, group: str) -> str:
+        by_le = f"{group}, le" if group else "le"
+        return f"histogram_quantile({q:g}, sum by ({by_le}) (rate({sig.name}_bucket{self.raw(sig)}[{RATE}])))"
+
+    def buckets(self, sig: Signal | Family) -> str:
+        """Bucket rates by le, for a heatmap of the distribution."""
+        return f"sum by (le) (rate({sig.name}_bucket{self.raw(sig)}[{RATE}]))"
 
     @property
     def probe(self) -> str:
@@ -81,7 +127,7 @@ class Filters:
         """The GPU recording rules: keyed by the vLLM instance using the GPU (and the cluster)."""
         return f'{{{self._cluster}instance=~"$instance"}}'
 
-    def variables(self, engine: bool = True) -> tuple[Variable, ...]:
+    def variables(self) -> tuple[Variable, ...]:
         """(cluster,) job, instance, model_name (and engine), read from a series every release has,
         then the ad hoc filters (any other label, e.g. namespace or pod)."""
         anchor = next(
@@ -106,12 +152,13 @@ class Filters:
                 "job",
                 "Job",
                 f"label_values({name}{{{c}{self.cfg.vllm_selector}}}, job)",
-                all_value=re.escape(self.cfg.prometheus.vllm_job),
+                all_value=regex_literal(self.cfg.prometheus.vllm_job),
             ),
             Variable(
                 "instance",
                 "Instance",
                 f'label_values({name}{{{c}job=~"$job"{self._extra}}}, {self.replica_label})',
+                all_value=EVERY,
             ),
             Variable(
                 "model_name",
@@ -119,7 +166,7 @@ class Filters:
                 f'label_values({name}{{{c}job=~"$job", {self.replica_label}=~"$instance"{self._extra}}}, model_name)',
             ),
         ]
-        if engine and anchor.has_label("engine"):
+        if self.engine:
             out.append(
                 Variable(
                     "engine",
@@ -127,4 +174,32 @@ class Filters:
                     f'label_values({name}{{{c}job=~"$job", {self.replica_label}=~"$instance", model_name=~"$model_name"{self._extra}}}, engine)',
                 )
             )
+        out.append(Variable("filters", "Filters", "", kind="adhoc"))
         return tuple(out)
+
+    def alert_annotation(self) -> Annotation:
+        """Firing vLLM alerts of the selected servers, drawn on every time series.
+
+        Alerts raised from the log exporter, the probe or the GPU exporter carry those jobs,
+        and fleet-wide alerts carry no instance or model: the empty alternative keeps them.
+        """
+        p = self.cfg.prometheus
+        companions = [p.log_exporter_job] * bool(p.log_exporters) + [p.probe_job] * bool(p.probes)
+        if self.cfg.gpu.enabled:
+            companions.append(self.cfg.gpu.job)
+        jobs = "|".join(["$job", *(regex_literal(j) for j in companions), ""])
+        matchers = [
+            'alertstate="firing"',
+            'alertname=~"Vllm.*"',
+            f'job=~"{jobs}"',
+            f'{self.replica_label}=~"$instance|"',
+            'model_name=~"$model_name|"',
+        ]
+        if self.scope.cluster:
+            matchers.insert(0, f'{self.scope.cluster}=~"$cluster|"')
+        return Annotation(
+            name="Firing vLLM alerts",
+            expr=f"ALERTS{{{', '.join(matchers)}}}",
+            title="{{alertname}} ({{severity}})",
+            text="{{instance}} {{model_name}}",
+        )

@@ -42,5 +42,5 @@ def alert_annotations(rule: Alert, cfg: BundleConfig) -> dict[str, str]:
         "summary": rule.summary,
         "description": rule.description,
         "runbook_url": runbook_url(cfg, rule.name),
-        "dashboard_url": dashboard_url(cfg, rule.dashboard),
+        "dashboard_url": dashboard_url(cfg, rule.dashboard, rule.name),
     }

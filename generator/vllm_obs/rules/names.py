@@ -164,6 +164,10 @@ class Names:
         # The canary probe's requests that vLLM answered, subtracted from served traffic.
         self.probe_answered = rate("instance_model", "vllm_probe_requests_answered", w)
         self.http_errors = ratio("job_instance", "vllm_http_5xx", w)
+        # LoRA: the newest label set of vllm:lora_requests_info per server, and the adapters it lists.
+        self.lora_latest = gauge("job_instance", "vllm_lora_requests_info", "latest")
+        self.lora_running = gauge("job_instance", "vllm_lora_adapters_running", "count")
+        self.lora_waiting = gauge("job_instance", "vllm_lora_adapters_waiting", "count")
 
     def quantile(self, signal: str, q: str, level: str = "job_instance_model") -> str:
         return quantile(level, signal, q, self.window)

@@ -1,0 +1,133 @@
+"""Per engine (data-parallel rank) of each replica: is one engine out of line with its siblings?
+
+vLLM V1 labels its series with `engine`; with --data-parallel-size N a replica has N engines
+that the load balancer should keep even. One engine far from the others (a long request
+pinned to it, a skewed prefix cache) queues and preempts while the replica's totals look fine.
+"""
+
+from __future__ import annotations
+
+from ..config import BundleConfig
+from ..signals import Resolution
+from .common import LEGEND, WARN
+from .queries import RATE, Filters
+from .spec import Panel, Query
+
+ENGINE = "{{instance}} engine {{engine}}"
+
+
+def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
+    anchor = res.signals.get("requests_running")
+    if anchor is None or not anchor.has_label("engine"):
+        return ()
+    by = f"{f.per_replica}, engine"
+    out: list[Panel] = []
+    for key, title, what in (
+        ("requests_running", "Running requests per engine", "in each engine's batch"),
+        ("requests_waiting", "Waiting requests per engine", "queued at each engine"),
+    ):
+        if key in res.signals:
+            sig = res[key]
+            out.append(
+                Panel(
+                    title=title,
+                    description=f"Requests {what}. One line per engine; a single-engine server shows one.",
+                    unit="none",
+                    queries=(Query(f"sum by ({by}) ({sig.name}{f.raw(sig)})", ENGINE),),
+                    min=0,
+                    width=8,
+                )
+            )
+    for key, title, what, limit_name, unit in (
+        (
+            "kv_cache_usage",
+            "KV-cache usage spread across engines",
+            "KV-cache usage",
+            "engine_kv_spread",
+            "percentunit",
+        ),
+        (
+            "requests_waiting",
+            "Queue spread across engines",
+            "waiting requests",
+            "engine_waiting_spread",
+            "none",
+        ),
+    ):
+        if key not in res.signals:
+            continue
+        sig = res[key]
+        series = f"{sig.name}{f.raw(sig)}"
+        limit = getattr(cfg.alerts, limit_name, None)
+        out.append(
+            Panel(
+                title=title,
+                description=(
+                    f"Fullest minus emptiest engine of each replica, in {what}: 0 is an even balance (and all a "
+                    "single-engine server can show); a lasting gap is one engine doing its siblings' work."
+                    + (" Dashed: the VllmEngineImbalance threshold." if limit is not None else "")
+                ),
+                unit=unit,
+                queries=(
+                    Query(f"max by ({f.per_model}) ({series})\n- min by ({f.per_model}) ({series})", LEGEND),
+                ),
+                thresholds=((limit, WARN),) if limit is not None else (),
+                min=0,
+                width=8,
+            )
+        )
+    tokens = [
+        Query(f.rate(res[key], by), f"{what} {ENGINE}")
+        for key, what in (("prompt_tokens", "prompt"), ("generation_tokens", "generated"))
+        if key in res.signals
+    ]
+    if tokens:
+        out.append(
+            Panel(
+                title="Tokens / s per engine",
+                description="Prompt (prefill) and generated (decode) tokens per second of each engine.",
+                unit="none",
+                queries=tuple(tokens),
+                min=0,
+                width=8,
+            )
+        )
+    if "iteration_tokens" in res.signals:
+        sig = res["iteration_tokens"]
+        out.append(
+            Panel(
+                title="Engine steps / s per engine",
+                description="Scheduler iterations per second of each engine: an engine at 0 while others step is stuck.",
+                unit="none",
+                queries=(Query(f"sum by ({by}) (rate({sig.name}_count{f.raw(sig)}[{RATE}]))", ENGINE),),
+                min=0,
+                width=8,
+            )
+        )
+    if "preemptions" in res.signals:
+        out.append(
+            Panel(
+                title="Preemptions / s per engine",
+                description="Which engine runs out of KV cache and evicts requests.",
+                unit="none",
+                queries=(Query(f.rate(res["preemptions"], by), ENGINE),),
+                min=0,
+                width=8,
+            )
+        )
+    if res.has("prefix_cache_hits", "prefix_cache_queries"):
+        out.append(
+            Panel(
+                title="Prefix-cache hit rate per engine",
+                description=(
+                    "Each engine's prefix-cache hit rate: requests sharing a prefix must reach the same engine "
+                    "to hit, so a low rate on one engine is routing, not the cache."
+                ),
+                unit="percentunit",
+                queries=(Query(f.ratio(res["prefix_cache_hits"], res["prefix_cache_queries"], by), ENGINE),),
+                min=0,
+                max=1,
+                width=8,
+            )
+        )
+    return tuple(out)
