@@ -360,3 +360,21 @@ def test_the_default_mixin_is_readable_jsonnet(default):
     for path in (default / "mixin").rglob("*"):
         if path.is_file():
             assert MARKER not in path.read_text().lower(), path
+
+
+def test_the_readme_example_overrides_only_knobs_the_mixin_has(default):
+    """jsonnet ignores a misspelled field: the README's example must name real knobs."""
+    readme = (Path(__file__).parent.parent.parent / "README.md").read_text()
+    example = next(
+        block for block in re.findall(r"```jsonnet\n(.*?)```", readme, re.S) if "addMixin" in block
+    )
+    overrides = re.search(r"_config\+:: (\{\n.*?\n    \}),\n", example, re.S).group(1)
+    named = _jsonnet.evaluate_snippet("o.jsonnet", f"std.objectFields({overrides})")
+    knobs = _jsonnet.evaluate_snippet(
+        "k.jsonnet",
+        "std.objectFields((import 'config.libsonnet')._config)",
+        jpathdir=[str(default / "mixin")],
+    )
+    assert set(json.loads(named)) <= set(json.loads(knobs)), set(json.loads(named)) - set(json.loads(knobs))
+    rendered = render(default, overrides)
+    assert any("time_to_first_token_seconds:p95_5m > 1.5\n" in r["expr"] for r in _alert_rules(rendered))
