@@ -259,3 +259,29 @@ def test_json_report_shape(tmp_path):
             assert check.get("action"), check
     json.dumps(data)  # plain data
     assert time.time() > 0
+
+
+def test_a_scrape_pool_named_otherwise_is_found_through_up(tmp_path):
+    """As the Prometheus Operator does: the pool is podMonitor/..., the job label is relabelled."""
+
+    def operator_names(config: dict) -> None:
+        for job in config["scrape_configs"]:
+            if job["job_name"] == "vllm":
+                job["job_name"] = "podMonitor/llm/vllm/0"
+                job.setdefault("relabel_configs", []).append({"target_label": "job", "replacement": "vllm"})
+
+    with stand_in_stack(tmp_path, prometheus_edit=operator_names) as stack:
+        run = stack.doctor()
+    assert_consistent(run)
+    assert run.code == 0, run.text_of("fail")
+    vllm = next(c for c in run.checks("ok", "targets") if c["subject"] == "vLLM (job vllm)")
+    assert "(from up)" in vllm["message"]
+
+
+def test_a_config_other_than_the_bundles(tmp_path):
+    config = tmp_path / "other.yml"
+    config.write_text(yaml.safe_dump({"prometheus": {"vllm_job": "llm", "probes": []}}))
+    with stand_in_stack(tmp_path) as stack:
+        run = stack.doctor("--config", str(config))
+    (line,) = [c for c in fails(run, "targets") if c["subject"] == "--config"]
+    assert "llm" in line["message"] and "regenerate" in line["action"]

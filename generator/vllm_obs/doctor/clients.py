@@ -226,10 +226,12 @@ class PrometheusClient:
         with ThreadPoolExecutor(max_workers=WORKERS) as pool:
             return list(pool.map(one, exprs))
 
-    def targets(self) -> list[dict]:
+    def targets(self, scrape_pool: str) -> list[dict]:
+        """The active targets of one scrape pool (a Prometheus older than 2.42 sends them all)."""
+
         def call() -> list[dict]:
             try:
-                return self.api.get_targets(state="active")["activeTargets"]
+                return self.api.get_targets(state="active", scrape_pool=scrape_pool)["activeTargets"]
             except PrometheusApiClientException as exc:
                 raise self._api_error(exc) from None
 

@@ -78,7 +78,7 @@ class Context:
 
     def job_is_down(self, job: str) -> bool:
         """True when the job is known to have no target up (unknown target state: False)."""
-        return self.targets is not None and not self.up_targets(job)
+        return self.targets is not None and job in self.targets and not self.up_targets(job)
 
     def example_metrics_url(self) -> str:
         """A vLLM target's scrape URL, for the `vllm-obs generate --metrics-url` advice."""

@@ -19,29 +19,50 @@ SHOWN = 5  # targets named in one line; the rest are counted
 
 
 def run(ctx: Context) -> None:
-    try:
-        active = [_target(t) for t in ctx.prom.targets()]
-        source = "targets"
-    except ApiError as exc:
-        active = _from_up(ctx)
-        source = f"up (no /api/v1/targets here: {exc.message})"
     ctx.targets = {}
-    for target in active:
-        ctx.targets.setdefault(target.job, []).append(target)
-    for job, targets in ctx.targets.items():
-        known = [t.interval_s for t in targets if t.interval_s]
-        if known:
-            ctx.scrape_intervals[job] = max(known)
+    sources = {}
     for scope in ctx.view.scopes.values():
-        _check_job(ctx, scope.job, scope.title, source)
+        ctx.targets[scope.job], sources[scope.job] = _targets_of(ctx, scope.job, scope.selector)
+        known = [t.interval_s for t in ctx.targets[scope.job] if t.interval_s]
+        if known:
+            ctx.scrape_intervals[scope.job] = max(known)
+    for scope in ctx.view.scopes.values():
+        _check_job(ctx, scope.job, scope.title, sources[scope.job])
     if ctx.config is not None:
         _check_config_jobs(ctx)
+
+
+def _targets_of(ctx: Context, job: str, selector: str) -> tuple[list[Target], str]:
+    """A job's targets from its scrape pool (named like the job in a plain prometheus.yml);
+    where the pool is named otherwise (the Prometheus Operator's podMonitor/...) or the API
+    is missing (Thanos Query, Mimir), from the job's `up` series, which carry no scrape error."""
+    try:
+        found = [t for t in (_target(raw) for raw in ctx.prom.targets(job)) if t.job == job]
+    except ApiError:
+        found = []
+    if found:
+        return found, "targets"
+    try:
+        result = ctx.prom.query(f"up{{{selector}}}")
+    except ApiError:
+        return [], "up"
+    return [
+        Target(
+            job=job,
+            instance=s["metric"].get("instance", ""),
+            health="up" if float(s["value"][1]) == 1 else "down",
+            error="",
+            scrape_url="",
+            interval_s=None,
+        )
+        for s in result
+    ], "up"
 
 
 def _check_job(ctx: Context, job: str, title: str, source: str) -> None:
     targets = (ctx.targets or {}).get(job, [])
     if not targets:
-        similar = sorted(j for j in (ctx.targets or {}) if job in j and j not in ctx.view.scopes)
+        similar = sorted(j for j in _all_jobs(ctx) if job in j and j not in ctx.view.scopes)
         hint = (
             f"; Prometheus has job(s) {', '.join(similar[:SHOWN])}: if that is it, set its name in your "
             "config (prometheus.*_job) and regenerate"
@@ -124,27 +145,11 @@ def _target(raw: dict) -> Target:
     )
 
 
-def _from_up(ctx: Context) -> list[Target]:
-    """Targets from the `up` series of each job the bundle reads (no errors, no URLs)."""
-    scopes = list(ctx.view.scopes.values())
-    results = ctx.prom.query_many([f"up{{{scope.selector}}}" for scope in scopes])
-    out = []
-    for scope, result in zip(scopes, results, strict=True):
-        if isinstance(result, ApiError):
-            continue
-        for sample in result:
-            value = float(sample["value"][1])
-            out.append(
-                Target(
-                    job=scope.job,
-                    instance=sample["metric"].get("instance", ""),
-                    health="up" if value == 1 else "down",
-                    error="",
-                    scrape_url="",
-                    interval_s=None,
-                )
-            )
-    return out
+def _all_jobs(ctx: Context) -> list[str]:
+    try:
+        return [s["metric"].get("job", "") for s in ctx.prom.query("count by (job) (up)")]
+    except ApiError:
+        return []
 
 
 def _interval(text: object) -> float | None:
