@@ -184,9 +184,9 @@ def test_the_rate_check_catches_a_fixed_window():
     assert _rate_windows("rate(vllm:x_total[5m])") == [("vllm:x_total", "300s")]
 
 
-@pytest.mark.parametrize("which", BUNDLES)
-def test_every_alert_link_opens_the_panel_that_explains_it(which, bundles):
-    bundle = bundles[which]
+@pytest.mark.parametrize("which", (*BUNDLES, "featured"))
+def test_every_alert_link_opens_the_panel_that_explains_it(which, bundles, featured):
+    bundle = featured if which == "featured" else bundles[which]
     found = {d["uid"]: d for d in dashboards(bundle)}
     rules = yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())
     for group in rules["groups"]:
@@ -250,6 +250,24 @@ def test_alert_thresholds_follow_the_config(tmp_path):
     assert steps("Instance and model", "GPU utilisation against running requests") == [0.2]
     # The budget-burn panels draw the burn factors of the multi-window alerts.
     assert steps("Overview", "TTFT error-budget burn") == [1.0, 3.0, 6.0, 14.4]
+
+
+def test_feature_alert_thresholds_follow_the_config(tmp_path):
+    source = tmp_path / "features.prom"
+    source.write_text(catalog_exposition("0.33.0", features=FEATURES, t=120, engines=("0", "1")))
+    alerts = {"spec_decode_acceptance_below": 0.35, "engine_kv_spread": 0.4, "engine_waiting_spread": 6}
+    bundle = generate(tmp_path / "b", "--metrics-file", str(source), config={"alerts": alerts})
+    panels = {p["title"]: p for _, p in dashboard_panels(bundle)}
+
+    def steps(title: str) -> list[float]:
+        return [s["value"] for s in panels[title]["fieldConfig"]["defaults"]["thresholds"]["steps"]][1:]
+
+    assert steps("Draft acceptance rate per replica") == [0.35]
+    assert steps("KV-cache usage spread across engines") == [0.4]
+    assert steps("Queue spread across engines") == [6]
+    rules = yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())
+    fired = {r["alert"] for g in rules["groups"] for r in g["rules"]}
+    assert {"VllmSpecDecodeAcceptanceLow", "VllmEngineImbalance", "VllmKVTransferFailures"} <= fired
 
 
 def test_latency_heatmaps_sit_next_to_their_percentiles():
