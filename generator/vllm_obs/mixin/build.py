@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import textwrap
 from typing import Any
 
 import yaml
@@ -23,7 +24,7 @@ from ..dashboards.build import dashboards as build_dashboards
 from ..dashboards.grafana import render as render_dashboard
 from ..promql import number
 from ..rules.alerts import alert_groups
-from ..rules.files import rule_file
+from ..rules.files import _group as rule_group  # what rule_file writes, as data
 from ..rules.recording import recording_groups
 from ..signals import Resolution
 from ..yamlfmt import GENERATED
@@ -55,10 +56,12 @@ class Rendered:
 
 
 def _render(res: Resolution, cfg: BundleConfig, source: str) -> Rendered:
-    """The rules and dashboards for a configuration, read back exactly as the bundle writes them."""
+    """The rules and dashboards for a configuration, as the data the bundle's files hold (the rule
+    files' data straight from the function rule_file writes: writing YAML and reading it back
+    would give the same and take most of the time)."""
     return Rendered(
-        alerts=yaml.safe_load(rule_file(alert_groups(res, cfg), cfg, [])),
-        rules=yaml.safe_load(rule_file(recording_groups(res, cfg), cfg, [])),
+        alerts={"groups": [rule_group(g, cfg) for g in alert_groups(res, cfg)]},
+        rules={"groups": [rule_group(g, cfg) for g in recording_groups(res, cfg)]},
         dashboards={
             dashboard_file(d.key): json.loads(render_dashboard(d, cfg, source))
             for d in build_dashboards(res, cfg)
@@ -103,8 +106,8 @@ def mixin_files(
         check_filled(template, real, expected, where)
         return template
 
-    alert_t = derive(on_data.alerts, off_data.alerts, yaml.safe_load(alerts), "prometheusAlerts")
-    rule_t = derive(on_data.rules, off_data.rules, yaml.safe_load(rules), "prometheusRules")
+    alert_t = derive(on_data.alerts, off_data.alerts, _load(alerts), "prometheusAlerts")
+    rule_t = derive(on_data.rules, off_data.rules, _load(rules), "prometheusRules")
     dash_t = {
         name: derive(
             on_data.dashboards[name],
@@ -156,6 +159,11 @@ def mixin_files(
             top, "grafanaDashboards", f"{emit.key(name)}:", template, f"The dashboard dashboards/{name}."
         )
     return {f"{ROOT}/{path}": text for path, text in out.items()}
+
+
+def _load(text: str) -> Any:
+    """A rule file as data (libyaml's safe loader where PyYAML has it: the same data, faster)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _groups(template: Node) -> Node:
@@ -239,13 +247,19 @@ def _literal(value: Any, indent: str) -> str:
     return emit.string(str(value))
 
 
+def _comment(text: str, pad: str) -> list[str]:
+    return [
+        f"{pad}// {line}" for line in textwrap.wrap(text, width=100 - len(pad) - 3, break_on_hyphens=False)
+    ]
+
+
 def _config(top: list[str], cfg: BundleConfig, used: set[str]) -> str:
     defaults = knob_defaults(cfg)
     pad = emit.INDENT * 2
     lines = [
         *top,
         "// The knobs of the vLLM mixin, with this bundle's values. Override any of them in your jsonnet:",
-        "//   (import 'vllm-obs/mixin/mixin.libsonnet') + { _config+:: { vllmJob: 'llm/vllm', ttftP95WarningSeconds: 1.5 } }",
+        "//   (import 'mixin/mixin.libsonnet') + { _config+:: { vllmJob: 'llm/vllm', ttftP95WarningSeconds: 1.5 } }",
         "// Rules and panels exist only for what the bundle was generated from (the series of the",
         "// vLLM release, the log exporters and probes, the GPU layer): regenerate to change those.",
         "{",
@@ -256,10 +270,10 @@ def _config(top: list[str], cfg: BundleConfig, used: set[str]) -> str:
         chosen = [k for k in knobs if k.name in used]
         if not chosen:
             return
-        lines.append(f"{pad}// {title}")
+        lines.extend(_comment(title, pad))
         for knob in chosen:
             where = f" (vllm-obs.yml {knob.section}.{knob.key})" if knob.section else ""
-            lines.append(f"{pad}// {knob.doc}{where}")
+            lines.extend(_comment(knob.doc + where, pad))
             value = knob.derived if knob.derived else _literal(defaults[knob.name], pad)
             lines.append(f"{pad}{emit.key(knob.name)}: {value},")
         lines.append("")

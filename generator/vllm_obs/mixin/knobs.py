@@ -92,9 +92,10 @@ def _selector(job_knob: str, extra: str = "") -> str:
     if not extra:
         return f"'job=\"%s\"' % self.{job_knob}"
     return (
-        f"std.join(', ', ['job=\"%s\"' % self.{job_knob}] + "
-        f"(if std.stripChars(self.{extra}, ' \\t\\n\\r') == '' then [] "
-        f"else [std.stripChars(self.{extra}, ' \\t\\n\\r')]))"
+        f"std.join(', ', ['job=\"%s\"' % self.{job_knob}] + (\n"
+        f"      local extra = std.stripChars(self.{extra}, ' \\t\\n\\r');\n"
+        "      if extra == '' then [] else [extra]\n"
+        "    ))"
     )
 
 
@@ -177,6 +178,23 @@ def _duration(total: int) -> str:
     return f"{days}d{hours}h{minutes}m{secs}s"
 
 
+# A number or a duration as it stands in text: from its first digit, with its unit (`0.05`, `5%`,
+# `200ms`, `1h30m`), not counting a full stop after it or a digit before it (`p95_5m` has `5m`).
+TOKEN = re.compile(r"\d[A-Za-z0-9.%]*")
+SUFFIX = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%"
+
+
+def tokens(text: str) -> list[tuple[int, str]]:
+    """(start, token) of every number or duration in a text."""
+    out = []
+    for match in TOKEN.finditer(text):
+        start = match.start()
+        if start > 0 and text[start - 1] in "0123456789.":
+            continue
+        out.append((start, match.group(0).rstrip(".")))
+    return out
+
+
 def sentinel_values(knobs: list[Knob], corpus: str) -> dict[str, Any]:
     """A sentinel per value knob: fractions of seven or eight digits (valid for every fraction knob)
     and durations of months in four units, each of whose renderings differs from every other one and
@@ -184,6 +202,7 @@ def sentinel_values(knobs: list[Knob], corpus: str) -> dict[str, Any]:
     rng = random.Random(20240607)  # fixed: the bundle is deterministic
     out: dict[str, Any] = {}
     taken: set[str] = set()
+    present = {t for _, token in tokens(corpus) for t in (token, token.rstrip(SUFFIX))}
     for knob in knobs:
         while True:
             if knob.kind == "duration":
@@ -194,8 +213,7 @@ def sentinel_values(knobs: list[Knob], corpus: str) -> dict[str, Any]:
                 value = rng.randint(10 ** (digits - 1) + 1, 10**digits - 1) / 10**digits
                 renderings = NUMBER_FORMS + (OBJECTIVE_FORMS if knob.kind == "objective" else ())
                 texts = [python(value) for _, python, _ in renderings]
-            clash = any(re.search(rf"(?<![\d.]){re.escape(t)}(?!\d)", corpus) for t in texts)
-            if len(set(texts)) == len(texts) and not taken & set(texts) and not clash:
+            if len(set(texts)) == len(texts) and not (taken | present) & set(texts):
                 taken |= set(texts)
                 out[knob.name] = value
                 break

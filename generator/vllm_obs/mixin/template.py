@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BundleError
-from .knobs import MARKER, Form
+from .knobs import MARKER, SUFFIX, TOKEN, Form, tokens
 
 
 @dataclass(frozen=True)
@@ -85,26 +85,42 @@ class Deriver:
     def __init__(self, forms: list[Form], numbers: dict[float, str], runbook: str) -> None:
         self.numbers = numbers  # sentinel value -> knob
         self.runbook = runbook
-        self.by_text = {f.sentinel: f for f in forms}
-        alternatives = []
-        for form in sorted(forms, key=lambda f: -len(f.sentinel)):
-            text = re.escape(form.sentinel)
-            alternatives.append(rf"(?<![\d.]){text}(?!\d)" if form.numeric else text)
-        self.pattern = re.compile("|".join(alternatives))
+        # Names and selectors carry the marker; numbers and durations are whole tokens.
+        marked = [f for f in forms if MARKER in f.sentinel.lower()]
+        self.tokens = {f.sentinel: f.name for f in forms if f not in marked}
+        for text in self.tokens:
+            if not TOKEN.fullmatch(text):
+                raise ValueError(f"the mixin form {text!r} is neither a marked name nor a number token")
+        self.marked = {f.sentinel: f.name for f in marked}
+        longest_first = sorted(self.marked, key=len, reverse=True)
+        self.pattern = re.compile("|".join(re.escape(text) for text in longest_first))
         self.used: set[str] = set()
+
+    def _spans(self, value: str) -> list[tuple[int, int, str]]:
+        """(start, end, form) of every knob form in a string."""
+        spans = []
+        if MARKER in value.lower():
+            spans += [(m.start(), m.end(), self.marked[m.group(0)]) for m in self.pattern.finditer(value)]
+        for start, text in tokens(value):
+            if any(a <= start < b for a, b, _ in spans):
+                continue
+            for candidate in (text, text.rstrip(SUFFIX)):  # a number followed by a unit is still it
+                if candidate in self.tokens:
+                    spans.append((start, start + len(candidate), self.tokens[candidate]))
+                    break
+        return sorted(spans)
 
     def text(self, value: str) -> Node:
         if value.startswith(self.runbook + "#"):
             return RunbookURL(value[len(self.runbook) + 1 :])
         parts: list[str | Ref] = []
         pos = 0
-        for match in self.pattern.finditer(value):
-            if match.start() > pos:
-                parts.append(value[pos : match.start()])
-            name = self.by_text[match.group(0)].name
+        for start, end, name in self._spans(value):
+            if start > pos:
+                parts.append(value[pos:start])
             self.used.add(name)
             parts.append(Ref(name))
-            pos = match.end()
+            pos = end
         if not parts:
             return Lit(value)
         if pos < len(value):
