@@ -21,7 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import AlertsSection, BundleConfig, GpuSection
+from ..config import (
+    AlertsSection,
+    BundleConfig,
+    DashboardsSection,
+    GpuSection,
+    LinksSection,
+    PrometheusSection,
+    SloSection,
+)
 from ..dashboards.queries import regex_literal
 from ..links import DASHBOARDS, dashboard_uid
 from ..promql import number, seconds
@@ -51,7 +59,6 @@ class Form:
     real: str
     jsonnet: str  # expression over `c` (the _config) and `f` (lib/format.libsonnet)
     knobs: tuple[str, ...]  # the _config fields it reads
-    numeric: bool = False  # matched only where no digit touches it
 
 
 def camel(key: str) -> str:
@@ -74,18 +81,12 @@ def value_knobs() -> list[Knob]:
         kind = "number" if f.type in (float, "float") else "duration"
         out.append(Knob(camel(f.name), "alerts", f.name, kind, f.metadata["doc"]))
     for key in ("ttft_objective", "itl_objective"):
-        out.append(Knob(camel(key), "slo", key, "objective", _slo_doc(key)))
+        out.append(Knob(camel(key), "slo", key, "objective", _doc(SloSection, key)))
     for f in dataclasses.fields(GpuSection):
         if f.name in GPU_KNOBS:
             kind = "number" if f.type in (float, "float") else "duration"
             out.append(Knob(camel(f"gpu_{f.name}"), "gpu", f.name, kind, f.metadata["doc"]))
     return out
-
-
-def _slo_doc(key: str) -> str:
-    from ..config import SloSection
-
-    return _doc(SloSection, key)
 
 
 def _selector(job_knob: str, extra: str = "") -> str:
@@ -100,8 +101,6 @@ def _selector(job_knob: str, extra: str = "") -> str:
 
 
 def text_knobs() -> list[Knob]:
-    from ..config import DashboardsSection, LinksSection, PrometheusSection
-
     p, d = PrometheusSection, DashboardsSection
     return [
         Knob("vllmJob", "prometheus", "vllm_job", "text", _doc(p, "vllm_job")),
@@ -279,7 +278,6 @@ def value_forms(cfg: BundleConfig, knobs: list[Knob], sentinels: dict[str, Any])
                     real=python(_real(cfg, knob)),
                     jsonnet=js.format(x=f"c.{knob.name}"),
                     knobs=(knob.name,),
-                    numeric=knob.kind != "duration",
                 )
             )
     return out
