@@ -180,10 +180,17 @@ def time_panels(
     rows = []
     for q in queries:
         recorded, raw = [], []
-        for _ in range(repeats):
-            recorded.append(prom.timed_range(q.expr, start, end, step_s))
-            if q.uses_recording_rules:
-                raw.append(prom.timed_range(q.raw, start, end, step_s))
+        try:
+            for _ in range(repeats):
+                recorded.append(prom.timed_range(q.expr, start, end, step_s))
+                if q.uses_recording_rules:
+                    raw.append(prom.timed_range(q.raw, start, end, step_s))
+        except (RuntimeError, OSError) as exc:
+            log(f"  {q.dashboard} / {q.panel}: FAILED {exc}")
+            rows.append(
+                {"dashboard": q.dashboard, "panel": q.panel, "ref": q.ref, "expr": q.expr, "error": str(exc)}
+            )
+            continue
         if not q.uses_recording_rules:
             raw = recorded
         row = {
@@ -216,8 +223,18 @@ def dashboard_totals(rows: list[dict]) -> dict:
     for row in rows:
         d = out.setdefault(
             row["dashboard"],
-            {"queries": 0, "recorded_s": 0.0, "raw_s": 0.0, "recorded_exec_s": 0.0, "raw_exec_s": 0.0},
+            {
+                "queries": 0,
+                "recorded_s": 0.0,
+                "raw_s": 0.0,
+                "recorded_exec_s": 0.0,
+                "raw_exec_s": 0.0,
+                "errors": [],
+            },
         )
+        if "error" in row:
+            d["errors"].append(row["panel"])
+            continue
         d["queries"] += 1
         for key in ("recorded_s", "raw_s", "recorded_exec_s", "raw_exec_s"):
             d[key] += row[key]

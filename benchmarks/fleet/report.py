@@ -91,7 +91,7 @@ def dashboard_table(results: dict) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, d in results["dashboards"].items():
-        n_rec = sum(1 for p in results["panels"] if p["dashboard"] == name and p["uses_recording_rules"])
+        n_rec = sum(1 for p in results["panels"] if p["dashboard"] == name and p.get("uses_recording_rules"))
         rows.append(
             f"| {name} | {d['queries']} | {n_rec} | {_ms(d['recorded_s'])} | {_ms(d['raw_s'])} | "
             f"**{d['ratio_wall']:.1f}x** | {d['ratio_exec']:.1f}x |"
@@ -104,7 +104,7 @@ def panel_table(results: dict, top: int = 15) -> str:
         "| dashboard / panel | recorded | raw | raw / recorded | series |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    panels = sorted(results["panels"], key=lambda p: -p["recorded_s"])[:top]
+    panels = sorted((p for p in results["panels"] if "error" not in p), key=lambda p: -p["recorded_s"])[:top]
     for p in panels:
         ratio = p["raw_s"] / p["recorded_s"] if p["recorded_s"] else math.nan
         rows.append(

@@ -11,15 +11,15 @@ Phases, in order:
 1. the bundle: `vllm-obs generate --vllm-version 0.32.0 --config` (job `vllm`, the simulator
    as target, no log exporters, no Alertmanager) into OUT/bundle;
 2. the simulator (`python -m benchmarks.fleet.simulator`), its targets file and manifest;
-3. `--baseline-minutes`: a Prometheus scraping the fleet with no rule file, for the memory
-   and head-series figures without the rules;
-4. the main run: a fresh Prometheus with the bundle's rule files for `--minutes`, sampled
+3. the main run: a fresh Prometheus with the bundle's rule files for `--minutes`, sampled
    every 15 s (load, RSS, head series, group durations) with every rule evaluation polled;
    then the dashboards' panel queries timed over `--range` (recorded and raw), the two
    checked for equal answers, the head series counted by kind, and ALERTS read;
-5. `--variants`: edited copies of the rule files (benchmarks/fleet/variants.py) loaded
+4. `--variants`: edited copies of the rule files (benchmarks/fleet/variants.py) loaded
    into the same Prometheus with /-/reload, `--variant-minutes` each, group durations and
-   their recorded series measured.
+   their recorded series measured;
+5. `--baseline-minutes`: a fresh Prometheus scraping the fleet with no rule file, for the
+   memory and head-series figures without the rules.
 
 Everything lands in OUT/results.json; OUT/summary.md has the tables.
 """
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         help="evaluations ignored at the start (rate windows filling)",
     )
     parser.add_argument(
-        "--baseline-minutes", type=float, default=0, help="scrape without rules this long first (0: skip)"
+        "--baseline-minutes", type=float, default=0, help="then scrape without rules this long (0: skip)"
     )
     parser.add_argument(
         "--variants",
@@ -244,18 +244,26 @@ def main(argv: list[str] | None = None) -> int:
     simulator = start_simulator(out, args.engines, args.unhealthy, args.seed, port)
     manifest = json.loads((out / "fleet.json").read_text())
     try:
+        run_main(out, bundle, rule_files, args, simulator, manifest, chosen, results)
         if args.baseline_minutes:
+            # Last: memory is what it is for, and memory cares less than timing about a
+            # machine that got busy meanwhile.
             results["baseline"] = run_baseline(out, bundle, args, simulator)
-        results.update(run_main(out, bundle, rule_files, args, simulator, manifest, chosen))
     finally:
         simulator.terminate()
         simulator.wait(timeout=30)
     results["load_at_end"] = loadavg()
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=_json_default))
+    save(out, results)
     (out / "summary.md").write_text(report.summary(results))
     log(f"wrote {out / 'results.json'} and {out / 'summary.md'}")
     ok = results["alerts"]["ok"] and all(e["matching"] == e["series"] for e in results["equivalence"])
     return 0 if ok else 1
+
+
+def save(out: Path, results: dict) -> None:
+    staged = out / "results.json.tmp"
+    staged.write_text(json.dumps(results, indent=1, default=_json_default))
+    staged.replace(out / "results.json")
 
 
 def _json_default(value):
@@ -286,8 +294,17 @@ def run_baseline(out: Path, bundle: Path, args, simulator: subprocess.Popen) -> 
 
 
 def run_main(
-    out: Path, bundle: Path, rule_files: list[Path], args, simulator, manifest, chosen: list[str]
-) -> dict:
+    out: Path,
+    bundle: Path,
+    rule_files: list[Path],
+    args,
+    simulator,
+    manifest,
+    chosen: list[str],
+    result: dict,
+) -> None:
+    """Fills `result` as it goes, saving it after each phase (a long run that fails late
+    keeps what it measured)."""
     workdir = out / "prometheus"
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(
@@ -303,7 +320,6 @@ def run_main(
     )
     timeline: list[measure.Sample] = []
     evaluations = measure.Evaluations()
-    result: dict = {}
     with Prometheus(config, workdir) as prom:
         started = time.time()
         log(f"main run: Prometheus with the bundle's rules for {args.minutes} min, {args.engines} engines")
@@ -336,17 +352,19 @@ def run_main(
         log(
             f"dashboards: {len(queries)} panel queries over {args.range_:.0f}s, step {args.step:.0f}s, {args.repeats} repeats"
         )
+        save(out, result)
         load_before = loadavg()
         result["panels"] = measure.time_panels(prom, queries, args.range_, args.step, args.repeats, log)
         result["dashboards"] = measure.dashboard_totals(result["panels"])
         result["dashboards_load"] = {"before": load_before, "after": loadavg()}
         result["timeline"] = measure.as_dicts(timeline)
+        save(out, result)
         result["variants"] = {}
         for name in chosen:
             result["variants"][name] = run_variant(
                 out, name, bundle, rule_files, prom, config, meter, args, queries
             )
-    return result
+            save(out, result)
 
 
 def run_variant(out, name, bundle, rule_files, prom, config, meter, args, queries) -> dict:
