@@ -155,7 +155,7 @@ def _explain(
             "has no sample yet: the server declares it, so it appears with the first request (no traffic yet)",
             "nothing is broken; send traffic, then what reads it fills in",
         )
-    if scope.role != "vLLM":
+    if scope.role in BUILD_INFO:  # one of the exporters that ship with vllm-obs
         versions = build_versions()
         if versions == {__version__}:
             return (
@@ -170,10 +170,12 @@ def _explain(
             f"is missing: the {scope.role} does not export it, so it is older (or newer) than the bundle{running}",
             f"run the {scope.role} of vllm-obs {__version__}, the version that checks this bundle",
         )
+    what = "vLLM's /metrics" if scope.role == "vLLM" else f"the {scope.role}"
     return (
         FAIL,
         f"is missing: no target of job {scope.job} has it",
-        "check that the job scrapes vLLM's /metrics and that no metric_relabel_configs drop it",
+        f"check that the job scrapes {what}, that it is configured to export this series, and that no "
+        "metric_relabel_configs drop it",
     )
 
 

@@ -135,6 +135,8 @@ def _check_evaluation(ctx: Context, group: RuleGroup, live: dict) -> int:
             f"last evaluated {age:.0f} s ago, though its interval is {interval:g} s: its evaluations stopped",
             "check the Prometheus log and prometheus_rule_group_iterations_missed_total; restart or unload it",
         )
+        for rule in group.rules:
+            ctx.fail_cause(rule.name, f"its rule group {group.name} stopped evaluating {age:.0f} s ago")
         return 1
     took = float(live.get("evaluationTime") or 0)
     if took > interval:
@@ -209,9 +211,8 @@ def _check_recorded_for_dashboards(ctx: Context) -> None:
         ctx.causes.setdefault(name, cause)
         by_cause.setdefault(cause, []).append(name)
     for cause, names in by_cause.items():
-        unloaded = cause.text.startswith("its rule group")
-        if unloaded:
-            continue  # the line of its rule file says so, and the dashboards name the panels
+        if cause.text.startswith("its rule group"):
+            continue  # the line of its rule file or group says so, and the dashboards name the panels
         shown = ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
         if cause.status == FAIL:
             ctx.add(
