@@ -123,7 +123,15 @@ def run_doctor(prom: Prometheus, am_url: str, bundle: Path) -> dict:
     load = loadavg()
     started = time.monotonic()
     result = vllm_obs(
-        "doctor", "--prometheus", prom.url, "--alertmanager", am_url, "--bundle", str(bundle), "--json", timeout=600
+        "doctor",
+        "--prometheus",
+        prom.url,
+        "--alertmanager",
+        am_url,
+        "--bundle",
+        str(bundle),
+        "--json",
+        timeout=600,
     )
     wall = time.monotonic() - started
     if result.returncode not in (0, 1):
@@ -135,6 +143,7 @@ def run_doctor(prom: Prometheus, am_url: str, bundle: Path) -> dict:
         "failures": report["verdict"]["failures"],
         "warnings": report["verdict"]["warnings"],
         "timings_s": report["timings_seconds"],
+        "requests": report["requests"],
         "load_before": load,
         "failing": [f"{c['subject']}: {c['message']}" for c in report["checks"] if c["status"] == "fail"],
         "warning": [f"{c['subject']}: {c['message']}" for c in report["checks"] if c["status"] == "warn"],
@@ -142,13 +151,20 @@ def run_doctor(prom: Prometheus, am_url: str, bundle: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.doctor.run", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.doctor.run", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--engines", type=int, required=True)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--warmup", type=float, default=120, help="seconds after all targets are up (default 120)")
+    parser.add_argument(
+        "--warmup", type=float, default=120, help="seconds after all targets are up (default 120)"
+    )
     parser.add_argument("--unhealthy", type=int, default=1, help="unhealthy engines of each kind (default 1)")
     parser.add_argument(
-        "--wait-for-load", type=float, default=0, help="before each doctor run, wait until the 1-minute load is below"
+        "--wait-for-load",
+        type=float,
+        default=0,
+        help="before each doctor run, wait until the 1-minute load is below",
     )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -194,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run)
             log(
                 f"run {i + 1}: {run['wall_s']:.1f} s (exit {run['exit_code']}, {run['failures']} failures, "
-                f"{run['warnings']} warnings, load {run['load_before'][0]:.2f}); "
+                f"{run['warnings']} warnings, load {run['load_before'][0]:.2f}, "
+                f"{run['requests']['prometheus']} requests to Prometheus); "
                 + ", ".join(f"{k} {v:.1f}" for k, v in run["timings_s"].items())
             )
         walls = [r["wall_s"] for r in runs]

@@ -52,8 +52,22 @@ class ApiError(Exception):
         return f"HTTP {self.status}: {self.message}" if self.status else self.message
 
 
-def _session(auth: Auth, service: str, base: str) -> requests.Session:
-    session = requests.Session()
+class CountedSession(requests.Session):
+    """A session that counts its HTTP requests (the report says how many a run made)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests_made = 0
+        self._lock = threading.Lock()
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        with self._lock:
+            self.requests_made += 1
+        return super().send(request, **kwargs)
+
+
+def _session(auth: Auth, service: str, base: str) -> CountedSession:
+    session = CountedSession()
     session.headers["User-Agent"] = f"vllm-obs-doctor/{__version__}"
     if auth.bearer_token:
         session.headers["Authorization"] = f"Bearer {auth.bearer_token}"

@@ -50,6 +50,7 @@ class Report:
     bundle_source: str
     findings: list[Finding] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per family
+    requests: dict[str, int] = field(default_factory=dict)  # HTTP requests made, per service
 
     def add(self, finding: Finding) -> Finding:
         self.findings.append(finding)
@@ -91,4 +92,5 @@ class Report:
             },
             "checks": [f.as_dict() for f in self.findings],
             "timings_seconds": {k: round(v, 3) for k, v in self.timings.items()},
+            "requests": self.requests,
         }

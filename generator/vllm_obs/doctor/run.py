@@ -64,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
             check(ctx)
             report.timings[family] = time.monotonic() - started
     finally:
+        report.requests = {"prometheus": prom.session.requests_made}
+        if am:
+            report.requests["alertmanager"] = am.session.requests_made
         prom.close()
         if am:
             am.close()
