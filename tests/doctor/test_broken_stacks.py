@@ -286,3 +286,38 @@ def test_a_config_other_than_the_bundles(tmp_path):
         run = stack.doctor("--config", str(config))
     (line,) = [c for c in fails(run, "targets") if c["subject"] == "--config"]
     assert "llm" in line["message"] and "regenerate" in line["action"]
+
+
+SPEC_DECODE_EXPOSITION = TRAFFIC_EXPOSITION.with_name("vllm-0.32.0-cpu-spec-decode.prom")
+
+
+def test_a_counter_stored_without_total_and_a_feature_that_is_off(tmp_path):
+    """The bundle was generated from a server running speculative decoding (a real capture);
+    the server Prometheus scrapes runs without it, and a metric relabelling strips `_total`
+    from one counter on the way in, as an OpenTelemetry translation can."""
+
+    def strip_total(config: dict) -> None:
+        for job in config["scrape_configs"]:
+            if job["job_name"] == "vllm":
+                job["metric_relabel_configs"] = [
+                    {
+                        "source_labels": ["__name__"],
+                        "regex": "vllm:prompt_tokens_total",
+                        "target_label": "__name__",
+                        "replacement": "vllm:prompt_tokens",
+                    }
+                ]
+
+    source = ("--metrics-file", str(SPEC_DECODE_EXPOSITION))
+    with stand_in_stack(tmp_path, source=source, prometheus_edit=strip_total) as stack:
+        run = stack.doctor()
+    assert_consistent(run)
+    (total,) = [c for c in fails(run, "names") if c["subject"] == "vllm:prompt_tokens_total"]
+    assert "vllm:prompt_tokens exists" in total["message"] and "_total" in total["action"]
+    feature = {c["subject"] for c in run.checks("warn", "names") if "spec_decode feature" in c["message"]}
+    assert (
+        "vllm:spec_decode_num_drafts_total" in feature
+        and "vllm:spec_decode_num_draft_tokens_total" in feature
+    )
+    # Only those: nothing else of the server is missing.
+    assert {c["subject"] for c in fails(run, "names")} == {"vllm:prompt_tokens_total"}
