@@ -310,11 +310,6 @@ def test_alerts_follow_the_mixin_conventions(default):
 NO_LABELS = {"Watchdog"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='VllmMetricsAbsent{scope="job"} writes the job name literally; {{ $labels.job }} (absent() keeps '
-    "the job matcher) would follow the convention. Reported; the rules are not the mixin's to change.",
-)
 def test_every_description_names_what_it_is_about_with_templates(default):
     for rule in _alert_rules(render(default)):
         if rule["alert"] not in NO_LABELS:
@@ -330,11 +325,6 @@ def test_alert_groups_hold_at_most_20_rules(default):
     assert {name: size for name, size in sizes.items() if size > 20} == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vllm-obs.recording holds every recording rule (63 for vLLM 0.33) in one group; splitting it "
-    "(latency, traffic, saturation) is the rules' owner's call. Reported.",
-)
 def test_the_recording_group_holds_at_most_20_rules(default):
     for group in render(default)["rules"]["groups"]:
         assert len(group["rules"]) <= 20, (group["name"], len(group["rules"]))

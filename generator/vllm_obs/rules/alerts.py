@@ -305,7 +305,8 @@ def _availability(res: Resolution, cfg: BundleConfig, n: Names) -> list[Alert]:
             labels={"scope": "job"},
             summary="Prometheus scrapes no vLLM target at all.",
             description=(
-                f'No target of job "{cfg.prometheus.vllm_job}" has been scraped for {a.metrics_absent_for}: '
+                # absent() keeps the selector's equality labels, so the job is on the alert.
+                f'No target of job "{{{{ $labels.job }}}}" has been scraped for {a.metrics_absent_for}: '
                 "service discovery or the scrape configuration is broken."
             ),
             dashboard="overview",

@@ -8,14 +8,25 @@ from ..promql import le_matcher, selector
 from ..signals import Resolution
 from . import features, gpu
 from .model import Group, Recording
-from .names import LATENCY_METRICS, QUANTILES, Names, by, scope_of, slo_miss
+from .names import QUANTILES, Names, by, scope_of, slo_miss
 
 # The SLO windows of the multi-window, multi-burn-rate alerts (kubernetes-mixin's).
 SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 
 def recording_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
-    groups = [Group("vllm-obs.recording", tuple(_recordings(res, cfg) + features.recordings(res, cfg)))]
+    # Small groups, one chain of dependent rules each: Prometheus evaluates groups side by
+    # side, so a big fleet's evaluation is spread over them, and no group nears the
+    # 20-rule mark of the monitoring-mixin conventions.
+    parts = [
+        (f"vllm-obs.recording-{short}", _latency_recordings(res, cfg, key)) for key, short in LATENCY_GROUPS
+    ]
+    parts += [
+        ("vllm-obs.recording-traffic", _traffic_recordings(res, cfg)),
+        ("vllm-obs.recording-saturation", _saturation_recordings(res, cfg)),
+        ("vllm-obs.recording-features", features.recordings(res, cfg) + _lora_recordings(res, cfg)),
+    ]
+    groups = [Group(name, tuple(rules)) for name, rules in parts if rules]
     slo = tuple(_slo_recordings(res, cfg))
     if slo:
         groups.append(Group("vllm-obs.slo", slo))
@@ -23,33 +34,55 @@ def recording_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
     return groups
 
 
-def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
-    w = cfg.alerts.rate_window
-    s = cfg.vllm_selector
-    n = Names(w)
-    sc = scope_of(cfg, res)
-    out: list[Recording] = []
+LATENCY_GROUPS = (
+    ("time_to_first_token", "ttft"),
+    ("inter_token_latency", "itl"),
+    ("e2e_request_latency", "e2e"),
+    ("request_queue_time", "queue"),
+    ("request_prefill_time", "prefill"),
+    ("request_decode_time", "decode"),
+)
+
+
+def _rate_of(cfg: BundleConfig):
+    w, s = cfg.alerts.rate_window, cfg.vllm_selector
 
     def rate_of(name: str, *extra: str) -> str:
         return f"rate({selector(name, s, *extra)}[{w}])"
 
-    for key in LATENCY_METRICS:
-        if key not in res.signals:
-            continue
-        sig = res[key]
-        for level, level_name in ((sc.instance_model, "job_instance_model"), (sc.fleet_model, "job_model")):
-            buckets = f"sum by ({by(level)}, le) ({rate_of(sig.bucket)})"
-            for q, value in QUANTILES.items():
-                out.append(
-                    Recording(n.quantile(key, q, level_name), f"histogram_quantile({value}, {buckets})")
-                )
-        out.append(
-            Recording(
-                n.mean(key),
-                f"sum by ({by(sc.instance_model)}) ({rate_of(sig.sum)})\n"
-                f"/\nsum by ({by(sc.instance_model)}) ({rate_of(sig.count)})",
-            )
+    return rate_of
+
+
+def _latency_recordings(res: Resolution, cfg: BundleConfig, key: str) -> list[Recording]:
+    """p50/p95/p99 per replica and per model fleet, and the mean per replica, of one histogram."""
+    if key not in res.signals:
+        return []
+    n = Names(cfg.alerts.rate_window)
+    sc = scope_of(cfg, res)
+    rate_of = _rate_of(cfg)
+    sig = res[key]
+    out = []
+    for level, level_name in ((sc.instance_model, "job_instance_model"), (sc.fleet_model, "job_model")):
+        buckets = f"sum by ({by(level)}, le) ({rate_of(sig.bucket)})"
+        for q, value in QUANTILES.items():
+            out.append(Recording(n.quantile(key, q, level_name), f"histogram_quantile({value}, {buckets})"))
+    out.append(
+        Recording(
+            n.mean(key),
+            f"sum by ({by(sc.instance_model)}) ({rate_of(sig.sum)})\n"
+            f"/\nsum by ({by(sc.instance_model)}) ({rate_of(sig.count)})",
         )
+    )
+    return out
+
+
+def _traffic_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
+    """Requests, errors, tokens, preemptions, cache hits and HTTP: rates and the ratios built on them."""
+    w = cfg.alerts.rate_window
+    n = Names(w)
+    sc = scope_of(cfg, res)
+    rate_of = _rate_of(cfg)
+    out: list[Recording] = []
 
     # Requests finished: the success counter (all finished_reason values) where the
     # release has it, else the count of the end-to-end or TTFT histogram.
@@ -106,6 +139,28 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
             )
         )
 
+    if "http_requests" in res.signals:
+        http = res["http_requests"].name
+        out.append(Recording(n.http_requests, f"sum by ({by(sc.instance)}) ({rate_of(http)})"))
+        # A server that has answered no 5xx has no 5xx series at all; `or 0 * ...`
+        # turns that into a ratio of 0 instead of no data.
+        errors = rate_of(http, 'status="5xx"')
+        out.append(
+            Recording(
+                n.http_errors,
+                f"sum by ({by(sc.instance)}) ({errors})\n/\n({n.http_requests} > 0)"
+                f"\nor\n0 * ({n.http_requests} > 0)",
+            )
+        )
+    return out
+
+
+def _saturation_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
+    """Queue, batch and KV-cache usage per replica, and the fleet's average usage."""
+    s = cfg.vllm_selector
+    n = Names(cfg.alerts.rate_window)
+    sc = scope_of(cfg, res)
+    out: list[Recording] = []
     # Queue and batch sizes add up across engines (data-parallel ranks) of a replica.
     for key, record in (("requests_waiting", n.requests_waiting), ("requests_running", n.requests_running)):
         if key in res.signals:
@@ -121,21 +176,6 @@ def _recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
             )
         )
         out.append(Recording(n.fleet_kv_cache_usage, f"avg by ({by(sc.fleet_model)}) ({n.kv_cache_usage})"))
-
-    if "http_requests" in res.signals:
-        http = res["http_requests"].name
-        out.append(Recording(n.http_requests, f"sum by ({by(sc.instance)}) ({rate_of(http)})"))
-        # A server that has answered no 5xx has no 5xx series at all; `or 0 * ...`
-        # turns that into a ratio of 0 instead of no data.
-        errors = rate_of(http, 'status="5xx"')
-        out.append(
-            Recording(
-                n.http_errors,
-                f"sum by ({by(sc.instance)}) ({errors})\n/\n({n.http_requests} > 0)"
-                f"\nor\n0 * ({n.http_requests} > 0)",
-            )
-        )
-    out += _lora_recordings(res, cfg)
     return out
 
 
