@@ -22,11 +22,16 @@ def run(ctx: Context) -> None:
     ctx.targets = {}
     sources = {}
     for scope in ctx.view.scopes.values():
-        ctx.targets[scope.job], sources[scope.job] = _targets_of(ctx, scope.job, scope.selector)
-        known = [t.interval_s for t in ctx.targets[scope.job] if t.interval_s]
+        try:
+            targets, sources[scope.job] = _targets_of(ctx, scope.job, scope.selector)
+        except ApiError as exc:
+            # Unknown, not absent: later checks must not blame a down job for what they find.
+            ctx.unchecked(FAMILY, scope.title, f"read the targets of job {scope.job}", exc)
+            continue
+        ctx.targets[scope.job] = targets
+        known = [t.interval_s for t in targets if t.interval_s]
         if known:
             ctx.scrape_intervals[scope.job] = max(known)
-    for scope in ctx.view.scopes.values():
         _check_job(ctx, scope.job, scope.title, sources[scope.job])
     if ctx.config is not None:
         _check_config_jobs(ctx)
@@ -35,17 +40,17 @@ def run(ctx: Context) -> None:
 def _targets_of(ctx: Context, job: str, selector: str) -> tuple[list[Target], str]:
     """A job's targets from its scrape pool (named like the job in a plain prometheus.yml);
     where the pool is named otherwise (the Prometheus Operator's podMonitor/...) or the API
-    is missing (Thanos Query, Mimir), from the job's `up` series, which carry no scrape error."""
+    is missing (Thanos Query, Mimir), from the job's `up` series, which carry no scrape error.
+    Raises ApiError when neither answers."""
     try:
         found = [t for t in (_target(raw) for raw in ctx.prom.targets(job)) if t.job == job]
-    except ApiError:
+    except ApiError as exc:
+        if exc.status == 0:
+            raise  # a timeout: asking again another way would only wait as long
         found = []
     if found:
         return found, "targets"
-    try:
-        result = ctx.prom.query(f"up{{{selector}}}")
-    except ApiError:
-        return [], "up"
+    result = ctx.prom.query(f"up{{{selector}}}")
     return [
         Target(
             job=job,
