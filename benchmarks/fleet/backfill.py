@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     results["load_at_end"] = loadavg()
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
     for name in ("current", "slo_5m"):
-        groups = results[name]["rule_evaluation"]["groups"]
+        groups = results[name]["rule_evaluation"]["all"]["groups"]
         print(name, {g: f"{v['median_s'] * 1000:.0f} ms" for g, v in groups.items()})
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,13 +42,30 @@ class CpuMeter:
     def __post_init__(self) -> None:
         self._last = self._read()
 
-    def _read(self) -> tuple[float, float]:
+    def _read(self) -> tuple[float, float, float]:
         ours = sum(process_cpu_seconds(p) for p in self.pids) + own_cpu_seconds()
-        return busy_seconds(), ours
+        return busy_seconds(), ours, time.monotonic()
 
     def reading(self) -> tuple[float, float]:
-        """(all busy CPU seconds, ours) since the previous reading."""
+        """(all busy cores, ours) on average since the previous reading."""
         now = self._read()
-        busy, ours = now[0] - self._last[0], now[1] - self._last[1]
+        elapsed = max(now[2] - self._last[2], 1e-3)
+        busy, ours = (now[0] - self._last[0]) / elapsed, (now[1] - self._last[1]) / elapsed
         self._last = now
         return busy, ours
+
+    def others(self) -> float:
+        """Cores other work used on average since the previous reading."""
+        busy, ours = self.reading()
+        return max(busy - ours, 0.0)
+
+    def wait_quiet(self, max_other_cores: float, max_wait_s: float, window_s: float = 5.0) -> float:
+        """Wait until other work used less than `max_other_cores` over `window_s`, at most
+        `max_wait_s`; return what it used over the last window."""
+        deadline = time.monotonic() + max_wait_s
+        self.reading()
+        while True:
+            time.sleep(window_s)
+            other = self.others()
+            if other < max_other_cores or time.monotonic() >= deadline:
+                return other

@@ -19,11 +19,17 @@ from .prometheus import Prometheus
 
 
 @dataclass
+class Evaluation:
+    at: float  # epoch seconds of the evaluation
+    seconds: float
+    rules: dict[str, float]
+
+
+@dataclass
 class Evaluations:
     """Every evaluation of every rule group seen while polling /api/v1/rules, once each."""
 
-    groups: dict[str, dict[str, float]] = field(default_factory=dict)  # group -> {lastEvaluation: seconds}
-    rules: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # group -> rule -> [seconds]
+    groups: dict[str, dict[str, Evaluation]] = field(default_factory=dict)  # group -> lastEvaluation -> it
     interval: dict[str, float] = field(default_factory=dict)
 
     def poll(self, prom: Prometheus, since: float) -> None:
@@ -35,37 +41,57 @@ class Evaluations:
             seen = self.groups.setdefault(name, {})
             if stamp in seen:
                 continue
-            seen[stamp] = group["evaluationTime"]
-            self.interval[name] = group["interval"]
-            per_rule = self.rules.setdefault(name, {})
+            rules: dict[str, float] = {}
             for rule in group["rules"]:
                 key = rule.get("name", "")
-                per_rule.setdefault(key, []).append(rule.get("evaluationTime", 0.0))
+                while key in rules:  # an alert with a warning and a critical rule
+                    key += "'"
+                rules[key] = rule.get("evaluationTime", 0.0)
+            seen[stamp] = Evaluation(_epoch(stamp), group["evaluationTime"], rules)
+            self.interval[name] = group["interval"]
 
-    def summary(self) -> dict:
+    def summary(self, quiet=None) -> dict:
+        """Statistics over every evaluation, and over the quiet ones (`quiet(at)` true: the
+        machine's other work left this benchmark the CPU at that moment)."""
+        out = {"all": self._summary(lambda at: True)}
+        if quiet is not None:
+            out["quiet"] = self._summary(quiet)
+        return out
+
+    def _summary(self, keep) -> dict:
         groups = {}
+        per_rule: dict[tuple[str, str], list[float]] = {}
         for name, evaluations in self.groups.items():
-            durations = list(evaluations.values())
+            kept = [e for e in evaluations.values() if keep(e.at)]
             groups[name] = {
-                "evaluations": len(durations),
-                "rules": len(self.rules.get(name, {})),
+                "evaluations": len(kept),
+                "rules": len(kept[0].rules) if kept else 0,
                 "interval_s": self.interval.get(name),
-                **stats(durations),
+                **stats([e.seconds for e in kept]),
             }
+            for e in kept:
+                for rule, seconds in e.rules.items():
+                    per_rule.setdefault((name, rule), []).append(seconds)
+        rows = [{"group": g, "rule": r, **stats(v)} for (g, r), v in per_rule.items()]
+        rows.sort(key=lambda r: r["median_s"], reverse=True)
+        medians = [g["median_s"] for g in groups.values() if g["evaluations"]]
+        p90s = [g["p90_s"] for g in groups.values() if g["evaluations"]]
         return {
             "groups": groups,
-            "sum_of_medians_s": sum(g["median_s"] for g in groups.values()),
-            "sum_of_p90_s": sum(g["p90_s"] for g in groups.values()),
-            "slowest_rules": self.slowest_rules(),
+            "sum_of_medians_s": sum(medians),
+            "sum_of_p90_s": sum(p90s),
+            "slowest_rules": rows,
         }
 
-    def slowest_rules(self, top: int = 200) -> list[dict]:
-        rows = []
-        for group, rules in self.rules.items():
-            for rule, durations in rules.items():
-                rows.append({"group": group, "rule": rule, **stats(durations)})
-        rows.sort(key=lambda r: r["median_s"], reverse=True)
-        return rows[:top]
+
+def quiet_at(timeline: list[Sample], max_other_cores: float):
+    """A predicate: at this moment, did other work use less than `max_other_cores`?"""
+    windows = [(a.t, b.t, b.busy_cores - b.ours_cores) for a, b in zip(timeline, timeline[1:], strict=False)]
+
+    def quiet(at: float) -> bool:
+        return any(start <= at <= end and other < max_other_cores for start, end, other in windows)
+
+    return quiet
 
 
 def _epoch(stamp: str) -> float:
@@ -107,10 +133,9 @@ class Sample:
     missed_iterations: float
 
 
-def sample(prom: Prometheus, meter: CpuMeter, started: float, last: float) -> Sample:
+def sample(prom: Prometheus, meter: CpuMeter, started: float) -> Sample:
     own = prom.own_metrics()
     busy, ours = meter.reading()
-    elapsed = max(time.time() - last, 1e-6)
     durations = {
         key.split('rule_group="', 1)[1].rstrip('"}'): value
         for key, value in own.items()
@@ -124,8 +149,8 @@ def sample(prom: Prometheus, meter: CpuMeter, started: float, last: float) -> Sa
         heap_inuse_bytes=own.get("go_memstats_heap_inuse_bytes", math.nan),
         head_series=own.get("prometheus_tsdb_head_series", math.nan),
         prometheus_cpu_s=prom.cpu_seconds(),
-        busy_cores=busy / elapsed,
-        ours_cores=ours / elapsed,
+        busy_cores=busy,
+        ours_cores=ours,
         group_last_duration_s=durations,
         missed_iterations=sum(
             v for k, v in own.items() if k.startswith("prometheus_rule_group_iterations_missed_total")
@@ -145,15 +170,13 @@ def watch(
 ) -> None:
     """Sample every 15 s and poll every rule evaluation (every 5 s) for `seconds`."""
     end = time.time() + seconds
-    last_sample = time.time()
     meter.reading()  # CPU is counted from here
     next_sample = time.time() + 15
     while time.time() < end:
         if evaluations is not None:
             evaluations.poll(prom, since=evaluations_from)
         if time.time() >= next_sample:
-            s = sample(prom, meter, started, last_sample)
-            last_sample = s.t
+            s = sample(prom, meter, started)
             timeline.append(s)
             next_sample += 15
             if len(timeline) % 8 == 1:
@@ -171,28 +194,45 @@ def watch(
 
 
 def time_panels(
-    prom: Prometheus, queries: list[PanelQuery], range_s: float, step_s: float, repeats: int, log=print
+    prom: Prometheus,
+    queries: list[PanelQuery],
+    range_s: float,
+    step_s: float,
+    repeats: int,
+    meter: CpuMeter,
+    quiet_cores: float,
+    max_wait_s: float,
+    budget_s: float,
+    log=print,
 ) -> list[dict]:
     """query_range of every panel query over the last `range_s`, recorded and raw, `repeats`
-    times each, interleaved so that drift of the machine's load hits both alike."""
+    times each, back to back so that the machine's state hits both alike. Before each
+    repeat, wait (at most `max_wait_s`, and `budget_s` in all) until other work leaves the
+    CPU (uses less than `quiet_cores`); the medians are over the repeats that stayed quiet,
+    or over all of them (flagged) when none did."""
+    budget_ends = time.monotonic() + budget_s
     end = math.floor(time.time() / step_s) * step_s  # Grafana aligns the range to the step
     start = end - range_s
     rows = []
     for q in queries:
-        recorded, raw = [], []
+        runs = []  # (recorded timing, raw timing, other cores during the pair)
         try:
             for _ in range(repeats):
-                recorded.append(prom.timed_range(q.expr, start, end, step_s))
-                if q.uses_recording_rules:
-                    raw.append(prom.timed_range(q.raw, start, end, step_s))
+                left = budget_ends - time.monotonic()
+                if left > 0:
+                    meter.wait_quiet(quiet_cores, min(max_wait_s, left))
+                meter.reading()
+                recorded = prom.timed_range(q.expr, start, end, step_s)
+                raw = prom.timed_range(q.raw, start, end, step_s) if q.uses_recording_rules else recorded
+                runs.append((recorded, raw, meter.others()))
         except (RuntimeError, OSError) as exc:
             log(f"  {q.dashboard} / {q.panel}: FAILED {exc}")
             rows.append(
                 {"dashboard": q.dashboard, "panel": q.panel, "ref": q.ref, "expr": q.expr, "error": str(exc)}
             )
             continue
-        if not q.uses_recording_rules:
-            raw = recorded
+        quiet = [r for r in runs if r[2] < quiet_cores]
+        kept = quiet or runs
         row = {
             "dashboard": q.dashboard,
             "panel": q.panel,
@@ -200,17 +240,22 @@ def time_panels(
             "expr": q.expr,
             "raw": q.raw,
             "uses_recording_rules": q.uses_recording_rules,
-            "recorded_s": statistics.median(t.wall_s for t in recorded),
-            "raw_s": statistics.median(t.wall_s for t in raw),
-            "recorded_exec_s": statistics.median(_exec(t.stats) for t in recorded),
-            "raw_exec_s": statistics.median(_exec(t.stats) for t in raw),
-            "recorded_samples": recorded[0].stats.get("samples", {}).get("totalQueryableSamples"),
-            "raw_samples": raw[0].stats.get("samples", {}).get("totalQueryableSamples"),
-            "series": recorded[0].series,
-            "bytes": recorded[0].bytes,
+            "quiet_repeats": len(quiet),
+            "other_cores": [r[2] for r in runs],
+            "recorded_s": statistics.median(r[0].wall_s for r in kept),
+            "raw_s": statistics.median(r[1].wall_s for r in kept),
+            "recorded_exec_s": statistics.median(_exec(r[0].stats) for r in kept),
+            "raw_exec_s": statistics.median(_exec(r[1].stats) for r in kept),
+            "recorded_samples": runs[0][0].stats.get("samples", {}).get("totalQueryableSamples"),
+            "raw_samples": runs[0][1].stats.get("samples", {}).get("totalQueryableSamples"),
+            "series": runs[0][0].series,
+            "bytes": runs[0][0].bytes,
         }
         rows.append(row)
-        log(f"  {q.dashboard} / {q.panel}: recorded {row['recorded_s']:.3f}s, raw {row['raw_s']:.3f}s")
+        log(
+            f"  {q.dashboard} / {q.panel}: recorded {row['recorded_s']:.3f}s, raw {row['raw_s']:.3f}s"
+            f" ({len(quiet)}/{len(runs)} quiet)"
+        )
     return rows
 
 

@@ -199,6 +199,24 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated rule variants, or 'all': {', '.join(variants.VARIANTS)}",
     )
     parser.add_argument("--variant-minutes", type=float, default=8)
+    parser.add_argument(
+        "--quiet-cores",
+        type=float,
+        default=0.3,
+        help="figures are kept from moments when other work used fewer cores than this (default 0.3)",
+    )
+    parser.add_argument(
+        "--max-quiet-wait",
+        type=float,
+        default=60,
+        help="seconds to wait for such a moment before each query",
+    )
+    parser.add_argument(
+        "--quiet-wait-budget",
+        type=float,
+        default=2700,
+        help="seconds of such waiting in all (default 45 min)",
+    )
     parser.add_argument("--unhealthy", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--port", type=int, default=0, help="simulator port (default: a free one)")
@@ -234,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         "range_s": args.range_,
         "step_s": args.step,
         "rate_interval": f"{4 * SCRAPE_INTERVAL_S}s",
+        "quiet_cores": args.quiet_cores,
         "generator_commit": commit,
         "load_at_start": loadavg(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -335,7 +354,7 @@ def run_main(
             started,
             log,
         )
-        result["rule_evaluation"] = evaluations.summary()
+        result["rule_evaluation"] = evaluations.summary(measure.quiet_at(timeline, args.quiet_cores))
         result["alerts"] = measure.check_alerts(prom, manifest["expected_alerts"], settled=args.minutes >= 25)
         log(
             f"alerts: ok={result['alerts']['ok']} missing={result['alerts']['missing']} unexpected={result['alerts']['unexpected']}"
@@ -354,7 +373,18 @@ def run_main(
         )
         save(out, result)
         load_before = loadavg()
-        result["panels"] = measure.time_panels(prom, queries, args.range_, args.step, args.repeats, log)
+        result["panels"] = measure.time_panels(
+            prom,
+            queries,
+            args.range_,
+            args.step,
+            args.repeats,
+            meter,
+            args.quiet_cores,
+            args.max_quiet_wait,
+            args.quiet_wait_budget,
+            log,
+        )
         result["dashboards"] = measure.dashboard_totals(result["panels"])
         result["dashboards_load"] = {"before": load_before, "after": loadavg()}
         result["timeline"] = measure.as_dicts(timeline)
@@ -383,7 +413,7 @@ def run_variant(out, name, bundle, rule_files, prom, config, meter, args, querie
     return {
         "description": variants.VARIANTS[name],
         "rule_files": [str(f) for f in files],
-        "rule_evaluation": evaluations.summary(),
+        "rule_evaluation": evaluations.summary(measure.quiet_at(timeline, args.quiet_cores)),
         "recorded_series": sum(counts.values()),
         "recorded_by_name": counts,
         "equivalence": measure.check_equivalence(prom, [q for q in queries if q.uses_recording_rules], rules),

@@ -15,17 +15,18 @@ from pathlib import Path
 import yaml
 
 VARIANTS = {
-    "split": "the recording group split by signal (one group per latency histogram, requests and tokens, "
-    "saturation, HTTP): groups evaluate concurrently and each stays small",
-    "bucket_rate": "split, and each histogram's per-replica bucket rate recorded once "
+    "single_group": "every recording rule in one group, as before the rules were split by signal: "
+    "what the split buys",
+    "bucket_rate": "each histogram's per-replica bucket rate recorded once "
     "(job_instance_model:<signal>_bucket:rate5m); its quantiles and the fleet level derived from it",
-    "trimmed": "split, without the recording rules no alert, dashboard or other rule reads",
+    "trimmed": "without the recording rules that no alert, dashboard or other rule reads",
     "bucket_rate_trimmed": "bucket_rate and trimmed together",
     "slo_5m": "the SLO windows (30m to 3d) from recorded 5-minute good and total rates "
     "(sum_over_time over a few series per model) instead of rate() over days of raw buckets",
-    "proposal": "split + trimmed + the SLO windows from 5-minute rates + per-replica bucket rates for TTFT "
+    "proposal": "trimmed + the SLO windows from 5-minute rates + per-replica bucket rates for TTFT "
     "and inter-token latency only (the alerting signals)",
 }
+SLO_GROUP = "vllm-obs.slo"
 
 LATENCY = re.compile(
     r"^histogram_quantile\((?P<q>[\d.]+), sum by \((?P<by>[^)]*)\) \(rate\((?P<metric>[^{]+)\{(?P<sel>[^}]*)\}\[(?P<w>\w+)\]\)\)\)$"
@@ -45,34 +46,40 @@ def load(rule_files: list[Path]) -> dict[str, list[dict]]:
 def write(name: str, rule_files: list[Path], outdir: Path) -> list[Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     files = load(rule_files)
-    recording_file = next(f for f in files if any(g["name"] == "vllm-obs.recording" for g in files[f]))
+    recording_file = next(f for f in files if any(_is_recording(g) for g in files[f]))
     alerts = [r for f in files for g in files[f] for r in g["rules"] if "alert" in r]
-    groups = {g["name"]: g for g in files[recording_file]}
-    recording = groups["vllm-obs.recording"]["rules"]
-    slo = groups.get("vllm-obs.slo", {"rules": []})["rules"]
+    groups = [dict(g) for g in files[recording_file]]
+    recording = [g for g in groups if _is_recording(g) and g["name"] != SLO_GROUP]
+    slo = [g for g in groups if g["name"] == SLO_GROUP]
     readers = [r["expr"] for r in alerts] + dashboard_exprs(Path(recording_file).parents[1] / "dashboards")
 
+    if name == "single_group":
+        recording = [{"name": "vllm-obs.recording", "rules": [r for g in recording for r in g["rules"]]}]
     if name in ("bucket_rate", "bucket_rate_trimmed"):
-        recording = bucket_rates(recording)
+        recording = [{**g, "rules": bucket_rates(g["rules"])} for g in recording]
     if name == "proposal":
-        recording = bucket_rates(recording, only=("time_to_first_token", "inter_token_latency"))
+        only = ("time_to_first_token", "inter_token_latency")
+        recording = [{**g, "rules": bucket_rates(g["rules"], only=only)} for g in recording]
     if name in ("slo_5m", "proposal"):
-        slo = slo_from_5m(slo)
+        slo = [{**g, "rules": slo_from_5m(g["rules"])} for g in slo]
     if name in ("trimmed", "bucket_rate_trimmed", "proposal"):
-        recording = trimmed(recording, slo, readers)
-    new_groups = (
-        [{"name": "vllm-obs.recording", "rules": recording}] if name == "slo_5m" else split(recording)
-    )
-    if slo:
-        new_groups.append({"name": "vllm-obs.slo", "rules": slo})
+        slo_rules = [r for g in slo for r in g["rules"]]
+        kept = trimmed([r for g in recording for r in g["rules"]], slo_rules, readers)
+        recording = [{**g, "rules": [r for r in g["rules"] if r["record"] in kept]} for g in recording]
+        recording = [g for g in recording if g["rules"]]
+    others = [g for g in groups if not _is_recording(g)]
     out = []
     for path, file_groups in files.items():
         target = outdir / Path(path).name
         if path == recording_file:
-            file_groups = new_groups
+            file_groups = recording + slo + others
         target.write_text(yaml.safe_dump({"groups": file_groups}, sort_keys=False, width=200))
         out.append(target)
     return out
+
+
+def _is_recording(group: dict) -> bool:
+    return any("record" in r for r in group["rules"])
 
 
 def dashboard_exprs(dashboards: Path) -> list[str]:
@@ -86,26 +93,6 @@ def dashboard_exprs(dashboards: Path) -> list[str]:
             stack.extend(panel.get("panels", []))
             out.extend(t["expr"] for t in panel.get("targets", []) if t.get("expr"))
     return out
-
-
-def signal_of(record: str) -> str:
-    metric = record.split(":")[1]
-    for suffix in ("_bucket",):
-        metric = metric.removesuffix(suffix)
-    if metric.startswith("vllm_http"):
-        return "http"
-    if metric in ("vllm_requests_waiting", "vllm_requests_running", "vllm_kv_cache_usage"):
-        return "saturation"
-    if metric.endswith("_seconds"):
-        return metric.removeprefix("vllm_").removesuffix("_seconds")
-    return "requests"
-
-
-def split(rules: list[dict]) -> list[dict]:
-    groups: dict[str, list[dict]] = {}
-    for rule in rules:
-        groups.setdefault(signal_of(rule["record"]), []).append(rule)
-    return [{"name": f"vllm-obs.recording.{signal}", "rules": rs} for signal, rs in groups.items()]
 
 
 def bucket_rates(rules: list[dict], only: tuple[str, ...] | None = None) -> list[dict]:
@@ -169,8 +156,8 @@ def slo_from_5m(rules: list[dict]) -> list[dict]:
     return out
 
 
-def trimmed(recording: list[dict], slo: list[dict], readers: list[str]) -> list[dict]:
-    """Keep a recording rule only if an alert, a dashboard or a kept rule reads it."""
+def trimmed(recording: list[dict], slo: list[dict], readers: list[str]) -> set[str]:
+    """The recording rules an alert, a dashboard or a kept rule reads."""
     names = {r["record"] for r in recording}
     wanted = {n for expr in readers for n in _NAME.findall(expr) if n in names}
     wanted |= {n for r in slo for n in _NAME.findall(r["expr"]) if n in names}
@@ -183,7 +170,7 @@ def trimmed(recording: list[dict], slo: list[dict], readers: list[str]) -> list[
                     if n in names and n not in wanted:
                         wanted.add(n)
                         changed = True
-    return [r for r in recording if r["record"] in wanted]
+    return wanted
 
 
 def recorded_names(files: list[Path]) -> list[str]:
