@@ -47,7 +47,8 @@ def run(ctx: Context) -> None:
                     FAIL,
                     query.where,
                     f"the query fails ({answer.describe})",
-                    f"fix the panel query in the bundle's generator config and regenerate; it ran as: {expr}",
+                    "raise --timeout if it timed out (the query is heavy for this Prometheus); otherwise "
+                    f"Prometheus refuses it as written, which is a bug to report: {' '.join(expr.split())}",
                 )
                 continue
             if answer == DATA:
