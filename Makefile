@@ -11,7 +11,7 @@ VLLM_VENV := $(VLLM_OBS_CACHE)/vllm-$(VLLM_VERSION)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export VLLM_OBS_CACHE
 
-.PHONY: generate secrets test venv system-deps vllm-venv check-bundle clean
+.PHONY: generate secrets test drill venv system-deps vllm-venv check-bundle clean
 
 ## Generate the default bundle (embedded catalog of the newest vLLM release) into this checkout.
 generate: venv secrets
@@ -25,6 +25,11 @@ secrets:
 ## Run the whole test suite: unit, promtool/amtool, real Alertmanager and Prometheus, real vLLM.
 test: venv system-deps vllm-venv
 	$(BIN)/python -m pytest
+
+## The live drills alone (part of `make test` too): real vLLM servers broken on purpose under the
+## real monitoring stack; writes the report and its pictures into docs/drills.
+drill: venv system-deps vllm-venv
+	VLLM_OBS_DRILL_REPORT=$(CURDIR)/docs/drills $(BIN)/python -m pytest tests/drills -m drill -s -p no:cacheprovider
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
