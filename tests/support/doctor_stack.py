@@ -350,11 +350,6 @@ def doctor_both(*args: str) -> DoctorRun:
     return run
 
 
-def alertmanager_with(config: Path, workdir: Path) -> Alertmanager:
-    binary("prometheus-alertmanager")
-    return Alertmanager(config, workdir)
-
-
 def wait_until(check: Callable[[], bool], what: str, timeout: float = 30, every: float = 0.3) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
