@@ -112,6 +112,10 @@
     // VllmEngineHung: the failures must include a timeout or 5xx within this window (vllm-obs.yml
     // alerts.hung_window)
     hungWindow: '5m',
+    // VllmEngineHung: a server that generated any token within this window is saturated, not hung
+    // (the probe waits in its queue like any other request) (vllm-obs.yml
+    // alerts.hung_progress_window)
+    hungProgressWindow: '1m',
     // how long a canary probe may be down or refused before warning (vllm-obs.yml
     // alerts.probe_down_for)
     probeDownFor: '5m',

@@ -137,6 +137,11 @@ class AlertsSection:
     hung_window: str = knob(
         "5m", "VllmEngineHung: the failures must include a timeout or 5xx within this window"
     )
+    hung_progress_window: str = knob(
+        "1m",
+        "VllmEngineHung: a server that generated any token within this window is saturated, not hung "
+        "(the probe waits in its queue like any other request)",
+    )
     probe_down_for: str = knob("5m", "how long a canary probe may be down or refused before warning")
     log_event_window: str = knob(
         "10m", "log-exporter events (OOM, dead engine, failed start) stay firing this long"

@@ -392,7 +392,9 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'instance, model_name)\n' +
               'sum by (' + v.clusterBy + 'instance, model_name) (increase(vllm_probe_failures_total{' + v.probeSelector + ', reason=~"timeout|http_5xx"}[' + v.hungWindow + '])) > 0\n' +
               'and on (' + v.clusterBy + 'instance)\n' +
-              'max by (' + v.clusterBy + 'instance) (vllm_probe_health_up{' + v.probeSelector + '}) == 1',
+              'max by (' + v.clusterBy + 'instance) (vllm_probe_health_up{' + v.probeSelector + '}) == 1\n' +
+              'unless on (' + v.clusterBy + 'instance)\n' +
+              'sum by (' + v.clusterBy + 'instance) (increase(vllm:generation_tokens_total{' + v.vllmSelector + '}[' + v.hungProgressWindow + '])) > 0',
             'for': v.hungFor,
             labels: {
               severity: 'critical',

@@ -45,6 +45,7 @@ function(c)
   local metricsAbsentFor = c.metricsAbsentFor;
   local hungFor = c.hungFor;
   local hungWindow = c.hungWindow;
+  local hungProgressWindow = c.hungProgressWindow;
   local probeDownFor = c.probeDownFor;
   local logEventWindow = c.logEventWindow;
   local rejectionsFor = c.rejectionsFor;
@@ -134,6 +135,7 @@ function(c)
   metricsAbsentFor: metricsAbsentFor,
   hungFor: hungFor,
   hungWindow: hungWindow,
+  hungProgressWindow: hungProgressWindow,
   probeDownFor: probeDownFor,
   logEventWindow: logEventWindow,
   rejectionsFor: rejectionsFor,

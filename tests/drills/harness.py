@@ -30,7 +30,6 @@ class Check:
     description: str
     ok: bool
     detail: str = ""
-    defect: str = ""  # a failure explained by a known defect of the bundle (see DEFECTS)
 
 
 @dataclass
@@ -82,18 +81,13 @@ class Part:
         self.load = os.getloadavg()[0]
         return self.trigger
 
-    def check(self, description: str, ok: bool, detail: str = "", defect: str = "") -> bool:
-        self.checks.append(Check(description, bool(ok), detail, "" if ok else defect))
+    def check(self, description: str, ok: bool, detail: str = "") -> bool:
+        self.checks.append(Check(description, bool(ok), detail))
         return bool(ok)
 
     @property
     def failures(self) -> list[Check]:
-        """Failed checks that no known defect explains."""
-        return [c for c in self.checks if not c.ok and not c.defect]
-
-    @property
-    def defects(self) -> list[Check]:
-        return [c for c in self.checks if not c.ok and c.defect]
+        return [c for c in self.checks if not c.ok]
 
     def since_trigger(self, at: float) -> float:
         return at - (self.trigger if self.trigger is not None else self.start)
@@ -112,21 +106,6 @@ class ScenarioResult:
                 out.append(f"{part.title}: {part.error}")
             out += [f"{part.title}: {c.description} ({c.detail})" for c in part.failures]
         return out
-
-    def checks_for(self, defect: str) -> list[Check]:
-        return [c for p in self.parts for c in p.checks if c.defect == defect]
-
-
-# Defects of the bundle the drills found, by key: the checks they make fail are reported as
-# such (and pinned by a strict xfail test), the rest of the scenario is still judged.
-DEFECTS = {
-    "engine-hung-under-saturation": (
-        "VllmEngineHung pages on a server that is saturated, not hung: the canary probe's one-token "
-        "request waits in vLLM's queue like any other, times out once the queue wait exceeds the probe "
-        "timeout, and /health still answers 200; the alert then also inhibits that instance's queue, "
-        "latency and KV-cache warnings, which name the real cause"
-    ),
-}
 
 
 # -- judging a part -----------------------------------------------------------------------------
@@ -185,8 +164,7 @@ class Judge:
             detail = f"firing in Prometheus {sum(b - a for a, b in spans):.0f} s, no notification"
             if held:
                 detail += f"; Alertmanager held it back, inhibited by {', '.join(sorted(held))}"
-        defect = "engine-hung-under-saturation" if spans and held == {"VllmEngineHung"} else ""
-        self.part.check(f"{alert} ({severity}) reaches the {receiver}", False, detail, defect)
+        self.part.check(f"{alert} ({severity}) reaches the {receiver}", False, detail)
 
     def not_hung_while_serving(self) -> None:
         """VllmEngineHung stays silent while the engine generates tokens (it is saturated, not hung)."""
@@ -205,7 +183,6 @@ class Judge:
             "VllmEngineHung stays silent while the engine serves",
             not spans,
             detail,
-            "engine-hung-under-saturation",
         )
 
     def not_at(self, alert: str, receiver: str, severity: str | None = None) -> None:

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt
 from tests.support.drill_stack import CHAT, PAGER
 
 from .catalog import SCENARIOS, Scenario
-from .harness import DEFECTS, Panel, Part, range_query
+from .harness import Panel, Part, range_query
 from .run import CONFIG, SLOW_START, Drill
 
 STATES = ["unknown", "starting", "loading", "ready", "stopping", "stopped", "failed_start", "dead"]
@@ -301,9 +301,6 @@ def markdown(drill: Drill) -> str:
     for scenario in SCENARIOS:
         result = drill.results[scenario.key]
         verdict = "pass" if result.parts and not result.failures else "**FAIL**"
-        known = sorted({c.defect for p in result.parts for c in p.defects})
-        if known:
-            verdict += ", with " + ", ".join(f"[known defect](#known-defects) `{k}`" for k in known)
         reached = "; ".join(
             f"{x.alert} ({x.severity}) → {x.receiver} {x.seconds:+.1f} s"
             for p in result.parts
@@ -312,27 +309,10 @@ def markdown(drill: Drill) -> str:
         anchor = scenario.heading.lower().replace(" ", "-")
         anchor = "".join(c for c in anchor if c.isalnum() or c == "-")
         lines.append(f"| {scenario.number} | [{scenario.title}](#{anchor}) | {verdict} | {reached or '-'} |")
-    lines += ["", *defects_section(drill), "", *doctor_section(drill)]
+    lines += ["", *doctor_section(drill)]
     for scenario in SCENARIOS:
         lines += ["", *scenario_section(drill, scenario)]
     return "\n".join(lines) + "\n"
-
-
-def defects_section(drill: Drill) -> list[str]:
-    lines = ["## Known defects", ""]
-    found = False
-    for key, text in DEFECTS.items():
-        where = [
-            f"{scenario.heading} ({c.detail})"
-            for scenario in SCENARIOS
-            for c in drill.results[scenario.key].checks_for(key)
-        ]
-        if where:
-            found = True
-            lines += [f"- `{key}`: {text}. Seen in: " + "; ".join(where) + "."]
-    if not found:
-        lines.append("None seen in this run.")
-    return lines
 
 
 def doctor_section(drill: Drill) -> list[str]:
@@ -384,11 +364,7 @@ def scenario_section(drill: Drill, scenario: Scenario) -> list[str]:
             lines.append(f"| {at - zero:+.1f} | {text} |")
         lines += ["", "| check | result | detail |", "|---|---|---|"]
         for check in part.checks:
-            verdict = (
-                "ok"
-                if check.ok
-                else "**FAIL**" + (f" (known defect `{check.defect}`)" if check.defect else "")
-            )
+            verdict = "ok" if check.ok else "**FAIL**"
             lines.append(f"| {check.description} | {verdict} | {check.detail} |")
         if part.latencies:
             lines += [

@@ -349,18 +349,22 @@ class Drill:
                 60,
             )
             load = Load(a.server.url, prompt_words=20, max_tokens=400)
+            # Slow growth, few clients: VllmSchedulerThrottled needs the queue to keep growing for
+            # its window and then its `for`, and every scrape of /metrics that times out (the API
+            # server is busy streaming tokens) is a gap that restarts the `for`. 72 s of growth
+            # leaves room for a few gaps; 20 clients put 18 in the queue, over the threshold of 10.
             part.done.append(
-                "Closed-loop clients are added to server A (`--max-num-seqs 2`), one every 2.5 s from 4 to 30, "
+                "Closed-loop clients are added to server A (`--max-num-seqs 2`), one every 4 s from 2 to 20, "
                 "each sending 400-token completions: the queue grows by one request per client while two run, "
                 "and the KV cache (524,288 tokens) stays nearly empty."
             )
-            part.trigger_now("4 clients start, one more every 2.5 s")
-            load.add(4)
-            while load.clients < 30:
+            part.trigger_now("2 clients start, one more every 4 s")
+            load.add(2)
+            while load.clients < 20:
                 # By the clock, not by counting sleeps: on a loaded machine sleeps overrun.
                 time.sleep(0.2)
-                load.add(min(30, 4 + int((time.time() - part.trigger) / 2.5)) - load.clients)
-            part.event("30 clients")
+                load.add(min(20, 2 + int((time.time() - part.trigger) / 4)) - load.clients)
+            part.event("20 clients")
             since = part.trigger
             until(
                 lambda: (

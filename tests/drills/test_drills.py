@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .catalog import BY_KEY, SCENARIOS
-from .harness import DEFECTS
+from .catalog import SCENARIOS
 from .report import write_report
 from .run import Drill
 
@@ -44,22 +43,6 @@ def test_scenario(drill: Drill, scenario):
     result = drill.results[scenario.key]
     assert result.parts, f"{scenario.heading} did not run: {'; '.join(drill.phase_errors) or 'not reached'}"
     assert not result.failures, f"{scenario.heading}:\n" + "\n".join(result.failures)
-
-
-class KnownDefectSeen(Exception):
-    """The failure a known defect of the bundle causes, and no other."""
-
-
-@pytest.mark.xfail(strict=True, raises=KnownDefectSeen, reason=DEFECTS["engine-hung-under-saturation"])
-def test_engine_hung_stays_silent_under_a_queue(drill: Drill):
-    """A queue is not a hung engine; today VllmEngineHung fires during it (see DEFECTS). Strict:
-    once the bundle is fixed this passes and the marker must go. Any other failure is real."""
-    parts = drill.results[BY_KEY["queue-pressure"].key].parts
-    judged = [c for p in parts for c in p.checks if c.description.startswith("VllmEngineHung stays silent")]
-    assert judged, "the queue-pressure scenario did not judge VllmEngineHung"
-    failed = [c for c in judged if not c.ok]
-    if failed:
-        raise KnownDefectSeen("; ".join(c.detail for c in failed))
 
 
 def test_doctor_finds_the_drill_stack_healthy(drill: Drill):

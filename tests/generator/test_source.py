@@ -21,11 +21,19 @@ def test_real_server_is_recognised_as_v1_0_32():
     assert "0.32.0 to 0.33.0" in source.summary
 
 
-def test_created_series_and_python_process_series_are_not_families():
+def test_created_series_and_python_runtime_series_are_not_families():
     source = from_exposition(REAL_TRAFFIC, "real", CATALOG)
     assert not [n for n in source.families if n.endswith("_created")]
-    assert not [n for n in source.families if n.startswith(("python_", "process_"))]
+    assert not [n for n in source.families if n.startswith("python_")]
     assert "vllm:prompt_tokens_total" in source.families  # counter named with _total
+
+
+def test_the_api_server_process_series_are_families_the_process_panels_use():
+    source = from_exposition(REAL_TRAFFIC, "real", CATALOG)
+    process = sorted(n for n in source.families if n.startswith("process_"))
+    assert "process_resident_memory_bytes" in process
+    assert "process_open_fds" in process
+    assert set(process) <= set(CATALOG.metrics), f"process series outside the catalog: {process}"
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,7 @@ def alert_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
         Group("vllm-obs.errors", tuple(_errors(res, cfg, n))),
         Group("vllm-obs.availability", tuple(_availability(res, cfg, n))),
         Group("vllm-obs.log-events", tuple(_log_events(cfg))),
-        Group("vllm-obs.probe", tuple(_probe(cfg))),
+        Group("vllm-obs.probe", tuple(_probe(res, cfg))),
         Group("vllm-obs.lifecycle", tuple(_lifecycle(res, cfg))),
         Group("vllm-obs.slo-burn", tuple(_burn(res, cfg))),
         Group(features.ALERT_GROUP, tuple(features.alerts(res, cfg))),  # what the source turns on
@@ -493,7 +493,7 @@ HUNG_REASONS = "timeout|http_5xx"
 REJECTED_REASONS = "http_4xx|bad_body|error"
 
 
-def _probe(cfg: BundleConfig) -> list[Alert]:
+def _probe(res: Resolution, cfg: BundleConfig) -> list[Alert]:
     if not cfg.prometheus.probes:
         return []
     sc = scope_of(cfg)
@@ -507,13 +507,23 @@ def _probe(cfg: BundleConfig) -> list[Alert]:
         return f"sum by ({keyed}) (increase({series}[{a.hung_window}])) > 0"
 
     where = f"{{{{ $labels.model_name }}}} on {{{{ $labels.instance }}}}{sc.in_cluster}"
+    hung = (
+        f"{failing}\nand on ({keyed})\n{failures(HUNG_REASONS)}\n"
+        f"and on ({target})\nmax by ({target}) ({selector('vllm_probe_health_up', probe)}) == 1"
+    )
+    if res.has("generation_tokens"):
+        # The probe's one-token request waits in vLLM's queue like any other: on a saturated
+        # server it times out too. A hung engine generates nothing; a saturated one keeps going,
+        # and the queue and latency alerts name its real cause.
+        tokens = selector(res["generation_tokens"].name, cfg.vllm_selector)
+        hung += (
+            f"\nunless on ({target})\n"
+            f"sum by ({target}) (increase({tokens}[{a.hung_progress_window}])) > 0"
+        )
     return [
         Alert(
             name="VllmEngineHung",
-            expr=(
-                f"{failing}\nand on ({keyed})\n{failures(HUNG_REASONS)}\n"
-                f"and on ({target})\nmax by ({target}) ({selector('vllm_probe_health_up', probe)}) == 1"
-            ),
+            expr=hung,
             for_=a.hung_for,
             severity="critical",
             summary="vLLM answers /health but cannot serve a one-token request: the engine is hung.",

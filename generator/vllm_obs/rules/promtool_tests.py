@@ -633,7 +633,21 @@ def _hung(rules: list[Alert], io: Inputs) -> list[Case]:
     io.probe(fine, span)
     io.probe_health(fine, span, 1)
     fine.checks = [Check(span - 1, rule.name, [])]
-    return [hung, dead, refused, fine]
+    cases = [hung, dead, refused, fine]
+    if io.res.has("generation_tokens"):
+        tokens = io.res["generation_tokens"]
+        # A hung engine's counters freeze where they stood.
+        hung.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
+        saturated = Case(
+            "VllmEngineHung stays silent on a saturated server: the probe times out in the queue "
+            "while tokens keep coming"
+        )
+        io.probe(saturated, span, failing="timeout")
+        io.probe_health(saturated, span, 1)
+        io.counter(saturated, tokens, 600, span)
+        saturated.checks = [Check(span - 1, rule.name, [])]
+        cases.append(saturated)
+    return cases
 
 
 def _probe_down(rules: list[Alert], io: Inputs) -> list[Case]:

@@ -174,7 +174,10 @@ SECTIONS: dict[str, Section] = {
             "stopped `EngineCore` looks exactly like this: `/health` and `/ping` answer 200, requests "
             "hang until the client gives up, and every engine gauge on `/metrics` freezes at its last "
             "value, so no metric-based alert (not even VllmEngineStalled, when it hung while idle) and "
-            "no Kubernetes probe on `/health` sees it."
+            "no Kubernetes probe on `/health` sees it. A server that is merely saturated times the "
+            "probe out too (its request waits in the queue like any other) but keeps generating "
+            "tokens: the alert stays silent while any token came out in the last "
+            "`alerts.hung_progress_window`, and the queue and latency alerts say why it is slow."
         ),
         confirm=[
             'The probe: `{probe_success}` is 0 and `{probe_failures}` grows with `reason="timeout"`; '
