@@ -23,8 +23,14 @@ secrets:
 	$(PYTHON) stack/make_secrets.py secrets
 
 ## Run the whole test suite: unit, promtool/amtool, real Alertmanager and Prometheus, real vLLM.
+## Everything but the drills runs on two workers; the drills run alone afterwards, because
+## they time alerts on real servers and another worker's load would skew the timings.
+## Both halves always run; the target fails if either does.
 test: venv system-deps vllm-venv
-	$(BIN)/python -m pytest
+	@status=0; \
+	$(BIN)/python -m pytest -m "not drill" -n 2 || status=1; \
+	$(BIN)/python -m pytest -m drill || status=1; \
+	exit $$status
 
 ## The live drills alone (part of `make test` too): real vLLM servers broken on purpose under the
 ## real monitoring stack; writes the report and its pictures into docs/drills.

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -17,6 +16,8 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 from vllm_log_exporter.patterns import load_patterns
 from vllm_log_exporter.pipeline import Pipeline
+
+from tests.support.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 LOGS = REPO / "tests" / "fixtures" / "logs"
@@ -94,18 +95,6 @@ def run_once(*files: Path | str, extra: tuple[str, ...] = ()) -> str:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
-    """Poll predicate until it returns something truthy (no fixed sleeps in tests)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def scrape(url: str) -> dict[str, float] | None:

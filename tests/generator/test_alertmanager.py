@@ -208,14 +208,7 @@ def test_inhibition_on_a_real_alertmanager(tmp_path):
     config = tmp_path / "alertmanager.yml"
     config.write_text((REPO / "alerts" / "alertmanager.yml").read_text())
     with Alertmanager(config, tmp_path) as am:
-        am.post_alerts(POSTED)
-        deadline = time.monotonic() + 20
-        while True:
-            state = {a["labels"]["case"]: a for a in am.alerts()}
-            inhibited = {case for case, a in state.items() if a["status"]["inhibitedBy"]}
-            if (len(state) == len(POSTED) and inhibited == INHIBITED) or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        state, inhibited = am.inhibitions(POSTED, INHIBITED)
     assert set(state) == {a["labels"]["case"] for a in POSTED}
     assert inhibited == INHIBITED
     # What stays: one page per incident, and the healthy replica's own alert.

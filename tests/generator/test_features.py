@@ -10,7 +10,7 @@ import yaml
 
 from tests.generator.test_bad_input import run_failing
 from tests.generator.test_rules import check_and_test, promtool
-from tests.support.bundles import generate
+from tests.support.bundles import generate, rule_test_files
 
 pytestmark = pytest.mark.prometheus
 
@@ -94,7 +94,7 @@ def test_the_feature_cases_fail_when_a_threshold_drifts(before, after, tmp_path)
     text = path.read_text()
     assert before in text
     path.write_text(text.replace(before, after, 1))
-    tests = sorted(str(p.relative_to(bundle)) for p in (bundle / "tests" / "rules").glob("*.test.yml"))
+    tests = rule_test_files(bundle, burn_rates=False)
     assert promtool("test", "rules", *tests, cwd=bundle).returncode != 0
 
 

@@ -15,10 +15,8 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -31,6 +29,7 @@ from tests.generator.test_bundle_queries import CATALOG, catalog_names, exporter
 from tests.generator.test_rules import check_and_test, promtool
 from tests.support.bundles import generate, rule_exprs
 from tests.support.monitoring import Prometheus
+from tests.support.stand_in import stand_in
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
 HOST_PAGE = FIXTURES / "dcgm-exporter-4.8.3-host.prom"
@@ -396,28 +395,10 @@ def test_the_unmutated_copy_passes(bundles, tmp_path):
 
 @contextlib.contextmanager
 def serve(page: Path) -> Iterator[str]:
-    """A loopback HTTP server answering /metrics with a saved page (a stand-in for an exporter)."""
+    """A stand-in DCGM exporter answering /metrics with a saved page."""
     body = page.read_bytes()
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with stand_in(lambda: body) as address:
+        yield address
 
 
 FAST = {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}

@@ -16,12 +16,8 @@ query of the feature and GPU rows asked of it. The features the real CPU server 
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -29,6 +25,7 @@ import pytest
 from tests.support.bundles import generate, panels_by_row, substitute
 from tests.support.expositions import MODEL, catalog_exposition
 from tests.support.monitoring import Prometheus
+from tests.support.stand_in import stand_in
 
 pytestmark = pytest.mark.prometheus
 
@@ -46,32 +43,6 @@ ROWS = {
     "Model FLOPs and memory traffic (--enable-mfu-metrics)",
 }
 EXTRA_PANELS = {"Requests with NaN logits", "KV-cache configuration"}
-
-
-@contextlib.contextmanager
-def stand_in(page: Callable[[], str]) -> Iterator[str]:
-    """A loopback HTTP server answering GET /metrics with page(); yields its host:port."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = page().encode()
-            self.send_response(200 if self.path == "/metrics" else 404)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_feature_and_gpu_panels_return_data_from_stand_ins(tmp_path):

@@ -4,8 +4,10 @@
   names only series that server exposes, and promtool accepts and passes it;
 - with Prometheus scraping a server with n-gram speculative decoding on, its log exporter
   and a canary probe, and evaluating the bundle's rules, every dashboard panel query
-  returns data after a little traffic (the speculative-decoding panels included);
-- a fire drill: kill the engine core of a second server and watch VllmEngineDead fire.
+  returns data after a little traffic (the speculative-decoding panels included).
+
+The failure modes themselves (a killed engine, a hung one, a full KV cache ...) are the
+live drills' (tests/drills).
 """
 
 from __future__ import annotations
@@ -189,23 +191,3 @@ def panel_queries(bundle: Path, variables: dict[str, str]) -> dict[tuple[str, st
         for dash, panel in dashboard_panels(bundle)
         for target in panel["targets"]
     }
-
-
-def test_fire_drill_engine_killed(tmp_path):
-    """kill -9 of the engine core: the exporter sees it in the log and VllmEngineDead fires."""
-    server = VllmServer(tmp_path / "drill.log")
-    with server, log_exporter(server.log_path, tmp_path) as exporter:
-        bundle = generate(
-            tmp_path / "bundle", "--vllm-version", "0.32.0", config=stack_config(server, exporter)
-        )
-        with Prometheus(bundle / "prometheus" / "prometheus.yml", tmp_path) as prom:
-            prom.wait_for('vllm_log_events_total{event="engine_dead"} == 0', timeout=60)
-            assert not prom.query('ALERTS{alertname="VllmEngineDead"}')
-            send_traffic(server, requests=2, errors=False)
-            server.kill_engine_core()
-            server.wait_exit(timeout=120)
-            fired = prom.wait_for('ALERTS{alertname="VllmEngineDead", alertstate="firing"}', timeout=60)
-            assert fired[0]["metric"]["instance"] == f"127.0.0.1:{server.port}"
-            assert fired[0]["metric"]["severity"] == "critical"
-            # The server exits after its engine died, so its target goes down too.
-            prom.wait_for(f'up{{job="vllm", instance="127.0.0.1:{server.port}"}} == 0', timeout=30)

@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.polling import wait_until
 from tests.support.vllm_server import free_port
 
 Series = dict[str, float]
@@ -52,18 +53,6 @@ def series(name: str, **labels: str) -> str:
     """The key `samples` uses for a series: labels sorted by name."""
     inner = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
     return f"{name}{{{inner}}}"
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
-    """Poll predicate until it returns something truthy (no fixed sleeps in tests)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def fetch(url: str, timeout: float = 5.0) -> str | None:

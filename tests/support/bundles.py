@@ -25,6 +25,16 @@ def generate(out: Path, *args: str, config: dict | None = None) -> Path:
     return out
 
 
+def rule_test_files(bundle: Path, *, burn_rates: bool = True) -> list[str]:
+    """The bundle's promtool test files, relative to it.
+
+    burn_rates=False leaves out slo-burn.test.yml, half of promtool's time (three-hour series
+    for the slowest tier): a test that edits a rule outside the SLO groups cannot be caught there.
+    """
+    paths = sorted((bundle / "tests" / "rules").glob("*.test.yml"))
+    return [str(p.relative_to(bundle)) for p in paths if burn_rates or p.name != "slo-burn.test.yml"]
+
+
 def rule_exprs(bundle: Path) -> dict[str, str]:
     """rule name (record or alert, with a counter) -> expr, for every rule file."""
     out = {}

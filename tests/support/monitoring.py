@@ -122,3 +122,15 @@ class Alertmanager(_Server):
         status, body = http_get(f"{self.url}/api/v2/alerts", timeout=10)
         assert status == 200, body
         return json.loads(body)
+
+    def inhibitions(self, posted: list[dict], expected: set[str], timeout: float = 20) -> tuple[dict, set]:
+        """Post alerts labelled `case`; poll until all are in and the inhibited cases are `expected`
+        (or the timeout). Returns (alerts by case, the inhibited cases) for the test to judge."""
+        self.post_alerts(posted)
+        deadline = time.monotonic() + timeout
+        while True:
+            state = {a["labels"]["case"]: a for a in self.alerts()}
+            inhibited = {case for case, a in state.items() if a["status"]["inhibitedBy"]}
+            if (len(state) == len(posted) and inhibited == expected) or time.monotonic() > deadline:
+                return state, inhibited
+            time.sleep(0.5)
