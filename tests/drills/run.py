@@ -287,8 +287,9 @@ class Drill:
                 "Eight closed-loop clients send 400-token completions to server A (`--max-num-seqs 2`): "
                 "six requests wait at any time, below the queue threshold, and the wait is time to first token."
             )
-            part.trigger_now("12 clients start")
-            load.add(12)
+            # Eight: six wait, and the canary probe's request makes seven, under the threshold of 10.
+            part.trigger_now("8 clients start")
+            load.add(8)
             until(self.notified("VllmHighTimeToFirstToken", CHAT, part.trigger, severity="warning"), 150)
             time.sleep(5)  # the same load a little longer: the critical alert would show here
             statuses = load.stop()
