@@ -39,14 +39,19 @@ FEATURES = {
 
 
 def capture_feature(feature: str) -> None:
-    with tempfile.TemporaryDirectory() as tmp, VllmServer(Path(tmp) / "vllm.log", FEATURES[feature]) as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        VllmServer(Path(tmp) / "vllm.log", FEATURES[feature]) as server,
+    ):
         # Repetitive prompts give the n-gram proposer something to propose from.
         counts = send_traffic(server, requests=8, errors=False, prompt="one two three one two three one two")
         time.sleep(2)
         status, busy = http_get(server.metrics_url)
         assert status == 200, status
         (OUT / f"vllm-{VLLM_VERSION}-cpu-{feature}.prom").write_text(busy)
-        print(f"captured vLLM {VLLM_VERSION} with {feature} (ready in {server.started_in:.1f}s), traffic {counts}")
+        print(
+            f"captured vLLM {VLLM_VERSION} with {feature} (ready in {server.started_in:.1f}s), traffic {counts}"
+        )
 
 
 def main() -> None:

@@ -89,9 +89,13 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
         alertmanager_config(cfg), header
     )
     # The same rules and dashboards as a jsonnet mixin, its thresholds and names left to _config.
-    dashboard_files = {k.removeprefix("dashboards/"): v for k, v in files.items() if k.startswith("dashboards/")}
+    dashboard_files = {
+        k.removeprefix("dashboards/"): v for k, v in files.items() if k.startswith("dashboards/")
+    }
     files.update(
-        mixin_files(res, cfg, source.summary, files[ALERTS_FILE], files[RECORDING_FILE], dashboard_files, header)
+        mixin_files(
+            res, cfg, source.summary, files[ALERTS_FILE], files[RECORDING_FILE], dashboard_files, header
+        )
     )
     tests = test_files(
         alerts, res, cfg, [f"../../{RECORDING_FILE}", f"../../{ALERTS_FILE}"], [g.name for g in recording]

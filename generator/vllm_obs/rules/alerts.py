@@ -517,8 +517,7 @@ def _probe(res: Resolution, cfg: BundleConfig) -> list[Alert]:
         # and the queue and latency alerts name its real cause.
         tokens = selector(res["generation_tokens"].name, cfg.vllm_selector)
         hung += (
-            f"\nunless on ({target})\n"
-            f"sum by ({target}) (increase({tokens}[{a.hung_progress_window}])) > 0"
+            f"\nunless on ({target})\nsum by ({target}) (increase({tokens}[{a.hung_progress_window}])) > 0"
         )
     return [
         Alert(
