@@ -179,17 +179,21 @@ class VllmServer:
             f"vLLM did not become ready in {self.startup_timeout}s; log tail:\n{self.log_tail()}"
         )
 
-    def pin_engine(self, cpu: int = 0) -> None:
+    def pin_engine(self, cpu: int | None = None) -> None:
         """Keep the engine processes (every thread of EngineCore and its workers) on one CPU.
 
         Under load the CPU engine's two processes spin on both cores of a 2-core machine, and
         the API server starves: /metrics then took 7 to 50 s to answer 20 clients (measured),
         every scrape timed out and each gap restarted the alerts' `for`. Pinned, /metrics
-        answers in 10 ms under the same load, as on a real GPU server whose engine works on
-        the device. The API server stays free to use every core.
+        answers in 10 ms under the same load. The API server stays free to use every core.
         """
-        if (os.cpu_count() or 1) < 2:
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) < 2:
             return
+        if cpu is None:
+            # Under pytest-xdist each worker's servers get their own CPU (gw0 -> the first, gw1 -> the second).
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+            cpu = allowed[int(worker[2:] or 0) % len(allowed)]
         for pid, cmd in self.descendants():
             if "VLLM::" not in cmd and "EngineCore" not in cmd:
                 continue
