@@ -64,6 +64,12 @@ def test_a_stack_whose_only_trouble_is_no_traffic_is_healthy(tmp_path):
 
 def test_a_bundle_for_another_release_names_each_renamed_series(tmp_path):
     with stand_in_stack(tmp_path, source=("--vllm-version", "0.9.1")) as stack:
+        # The exporter reads the log's version line on its own clock: its first scrape may
+        # come before it (seen on a loaded machine), and the drift check needs the series.
+        wait_until(
+            lambda: bool(stack.prom.api("/api/v1/query", query="vllm_log_vllm_version_info")["result"]),
+            "the log exporter's version series in Prometheus",
+        )
         run = stack.doctor()
     assert_consistent(run)
     assert run.code == 1
