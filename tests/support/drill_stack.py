@@ -135,22 +135,12 @@ class NotificationRecorder:
 # -- the servers ---------------------------------------------------------------------------
 
 
+@dataclass
 class DrillServer(VllmServer):
     """A vLLM server whose restarts append to one log, as a restart policy writing to one
     file does (the log exporter follows that file across them)."""
 
-    def launch(self, *, preexec_fn=None) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self._started_at = time.monotonic()
-            self.process = subprocess.Popen(
-                self.command(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env(),
-                start_new_session=True,
-                preexec_fn=preexec_fn,
-            )
+    log_mode: str = "ab"
 
     def worker_pid(self) -> int:
         """The process that runs the model: the executor's worker under the engine core."""

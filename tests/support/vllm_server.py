@@ -100,6 +100,8 @@ class VllmServer:
     startup_timeout: float = 240.0
     process: subprocess.Popen | None = None
     started_in: float | None = None
+    # "ab": restarts append to one log, as a restart policy writing to one file does.
+    log_mode: str = "wb"
 
     @property
     def url(self) -> str:
@@ -142,17 +144,16 @@ class VllmServer:
     def launch(self, *, preexec_fn=None) -> None:
         """Start the process without waiting for it to become ready."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")
-        self._started_at = time.monotonic()
-        self.process = subprocess.Popen(
-            self.command(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=self.env(),
-            start_new_session=True,  # one process group: stop() takes the children too
-            preexec_fn=preexec_fn,
-        )
-        log.close()
+        with open(self.log_path, self.log_mode) as log:
+            self._started_at = time.monotonic()
+            self.process = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+                start_new_session=True,  # one process group: stop() takes the children too
+                preexec_fn=preexec_fn,
+            )
 
     def start(self) -> VllmServer:
         self.launch()
