@@ -24,23 +24,32 @@ local values = import '../lib/values.libsonnet';
             expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
           {
-            record: 'job_model:vllm_time_to_first_token_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_time_to_first_token_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_time_to_first_token_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
             record: 'job_instance_model:vllm_time_to_first_token_seconds:mean_' + v.rateWindow,
             expr:
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_sum{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
               '/\n' +
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.recording-ttft-fleet',
+        rules: [
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds_bucket:rate' + v.rateWindow,
+            expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds:p50_' + v.rateWindow,
+            expr: 'histogram_quantile(0.5, job_model:vllm_time_to_first_token_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds:p95_' + v.rateWindow,
+            expr: 'histogram_quantile(0.95, job_model:vllm_time_to_first_token_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds:p99_' + v.rateWindow,
+            expr: 'histogram_quantile(0.99, job_model:vllm_time_to_first_token_seconds_bucket:rate' + v.rateWindow + ')',
           },
         ],
       },
@@ -60,23 +69,32 @@ local values = import '../lib/values.libsonnet';
             expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
           {
-            record: 'job_model:vllm_inter_token_latency_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_inter_token_latency_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_inter_token_latency_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
             record: 'job_instance_model:vllm_inter_token_latency_seconds:mean_' + v.rateWindow,
             expr:
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_sum{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
               '/\n' +
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.recording-itl-fleet',
+        rules: [
+          {
+            record: 'job_model:vllm_inter_token_latency_seconds_bucket:rate' + v.rateWindow,
+            expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+          {
+            record: 'job_model:vllm_inter_token_latency_seconds:p50_' + v.rateWindow,
+            expr: 'histogram_quantile(0.5, job_model:vllm_inter_token_latency_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_inter_token_latency_seconds:p95_' + v.rateWindow,
+            expr: 'histogram_quantile(0.95, job_model:vllm_inter_token_latency_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_inter_token_latency_seconds:p99_' + v.rateWindow,
+            expr: 'histogram_quantile(0.99, job_model:vllm_inter_token_latency_seconds_bucket:rate' + v.rateWindow + ')',
           },
         ],
       },
@@ -96,23 +114,32 @@ local values = import '../lib/values.libsonnet';
             expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
           {
-            record: 'job_model:vllm_e2e_request_latency_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_e2e_request_latency_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_e2e_request_latency_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
             record: 'job_instance_model:vllm_e2e_request_latency_seconds:mean_' + v.rateWindow,
             expr:
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:e2e_request_latency_seconds_sum{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
               '/\n' +
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:e2e_request_latency_seconds_count{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.recording-e2e-fleet',
+        rules: [
+          {
+            record: 'job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow,
+            expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+          {
+            record: 'job_model:vllm_e2e_request_latency_seconds:p50_' + v.rateWindow,
+            expr: 'histogram_quantile(0.5, job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_e2e_request_latency_seconds:p95_' + v.rateWindow,
+            expr: 'histogram_quantile(0.95, job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_e2e_request_latency_seconds:p99_' + v.rateWindow,
+            expr: 'histogram_quantile(0.99, job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow + ')',
           },
         ],
       },
@@ -132,23 +159,32 @@ local values = import '../lib/values.libsonnet';
             expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_queue_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
           {
-            record: 'job_model:vllm_request_queue_time_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_queue_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_request_queue_time_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_queue_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_request_queue_time_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_queue_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
             record: 'job_instance_model:vllm_request_queue_time_seconds:mean_' + v.rateWindow,
             expr:
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_queue_time_seconds_sum{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
               '/\n' +
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_queue_time_seconds_count{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.recording-queue-fleet',
+        rules: [
+          {
+            record: 'job_model:vllm_request_queue_time_seconds_bucket:rate' + v.rateWindow,
+            expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_queue_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+          {
+            record: 'job_model:vllm_request_queue_time_seconds:p50_' + v.rateWindow,
+            expr: 'histogram_quantile(0.5, job_model:vllm_request_queue_time_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_request_queue_time_seconds:p95_' + v.rateWindow,
+            expr: 'histogram_quantile(0.95, job_model:vllm_request_queue_time_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_request_queue_time_seconds:p99_' + v.rateWindow,
+            expr: 'histogram_quantile(0.99, job_model:vllm_request_queue_time_seconds_bucket:rate' + v.rateWindow + ')',
           },
         ],
       },
@@ -168,23 +204,32 @@ local values = import '../lib/values.libsonnet';
             expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_prefill_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
           {
-            record: 'job_model:vllm_request_prefill_time_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_prefill_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_request_prefill_time_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_prefill_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_request_prefill_time_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_prefill_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
             record: 'job_instance_model:vllm_request_prefill_time_seconds:mean_' + v.rateWindow,
             expr:
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_prefill_time_seconds_sum{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
               '/\n' +
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_prefill_time_seconds_count{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.recording-prefill-fleet',
+        rules: [
+          {
+            record: 'job_model:vllm_request_prefill_time_seconds_bucket:rate' + v.rateWindow,
+            expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_prefill_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+          {
+            record: 'job_model:vllm_request_prefill_time_seconds:p50_' + v.rateWindow,
+            expr: 'histogram_quantile(0.5, job_model:vllm_request_prefill_time_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_request_prefill_time_seconds:p95_' + v.rateWindow,
+            expr: 'histogram_quantile(0.95, job_model:vllm_request_prefill_time_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_request_prefill_time_seconds:p99_' + v.rateWindow,
+            expr: 'histogram_quantile(0.99, job_model:vllm_request_prefill_time_seconds_bucket:rate' + v.rateWindow + ')',
           },
         ],
       },
@@ -204,23 +249,32 @@ local values = import '../lib/values.libsonnet';
             expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_decode_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
           {
-            record: 'job_model:vllm_request_decode_time_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_decode_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_request_decode_time_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_decode_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_model:vllm_request_decode_time_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_decode_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
             record: 'job_instance_model:vllm_request_decode_time_seconds:mean_' + v.rateWindow,
             expr:
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_decode_time_seconds_sum{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
               '/\n' +
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_decode_time_seconds_count{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.recording-decode-fleet',
+        rules: [
+          {
+            record: 'job_model:vllm_request_decode_time_seconds_bucket:rate' + v.rateWindow,
+            expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_decode_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+          {
+            record: 'job_model:vllm_request_decode_time_seconds:p50_' + v.rateWindow,
+            expr: 'histogram_quantile(0.5, job_model:vllm_request_decode_time_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_request_decode_time_seconds:p95_' + v.rateWindow,
+            expr: 'histogram_quantile(0.95, job_model:vllm_request_decode_time_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_request_decode_time_seconds:p99_' + v.rateWindow,
+            expr: 'histogram_quantile(0.99, job_model:vllm_request_decode_time_seconds_bucket:rate' + v.rateWindow + ')',
           },
         ],
       },

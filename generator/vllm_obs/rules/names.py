@@ -123,6 +123,10 @@ def mean(level: str, signal: str, window: str) -> str:
     return f"{level}:{LATENCY_METRICS[signal]}:mean_{window}"
 
 
+def bucket_rate(level: str, signal: str, window: str) -> str:
+    return f"{level}:{LATENCY_METRICS[signal]}_bucket:rate{window}"
+
+
 def rate(level: str, metric: str, window: str) -> str:
     return f"{level}:{metric}:rate{window}"
 
@@ -174,3 +178,6 @@ class Names:
 
     def mean(self, signal: str) -> str:
         return mean("job_instance_model", signal, self.window)
+
+    def bucket_rate(self, signal: str, level: str) -> str:
+        return bucket_rate(level, signal, self.window)

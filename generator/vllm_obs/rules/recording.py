@@ -18,9 +18,14 @@ def recording_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
     # Small groups, one chain of dependent rules each: Prometheus evaluates groups side by
     # side, so a big fleet's evaluation is spread over them, and no group nears the
     # 20-rule mark of the monitoring-mixin conventions.
-    parts = [
-        (f"vllm-obs.recording-{short}", _latency_recordings(res, cfg, key)) for key, short in LATENCY_GROUPS
-    ]
+    # Each histogram is two groups: the per-replica quantiles read its raw buckets once per
+    # quantile, which is the bulk of a fleet's rule work; the fleet quantiles read one
+    # recorded per-model bucket rate (a few series per model), and share a group with it so
+    # that they see this evaluation's rate, not the previous one.
+    parts = []
+    for key, short in LATENCY_GROUPS:
+        parts.append((f"vllm-obs.recording-{short}", _replica_latency_recordings(res, cfg, key)))
+        parts.append((f"vllm-obs.recording-{short}-fleet", _fleet_latency_recordings(res, cfg, key)))
     parts += [
         ("vllm-obs.recording-traffic", _traffic_recordings(res, cfg)),
         ("vllm-obs.recording-saturation", _saturation_recordings(res, cfg)),
@@ -53,19 +58,19 @@ def _rate_of(cfg: BundleConfig):
     return rate_of
 
 
-def _latency_recordings(res: Resolution, cfg: BundleConfig, key: str) -> list[Recording]:
-    """p50/p95/p99 per replica and per model fleet, and the mean per replica, of one histogram."""
+def _replica_latency_recordings(res: Resolution, cfg: BundleConfig, key: str) -> list[Recording]:
+    """p50/p95/p99 and the mean per replica of one histogram."""
     if key not in res.signals:
         return []
     n = Names(cfg.alerts.rate_window)
     sc = scope_of(cfg, res)
     rate_of = _rate_of(cfg)
     sig = res[key]
-    out = []
-    for level, level_name in ((sc.instance_model, "job_instance_model"), (sc.fleet_model, "job_model")):
-        buckets = f"sum by ({by(level)}, le) ({rate_of(sig.bucket)})"
-        for q, value in QUANTILES.items():
-            out.append(Recording(n.quantile(key, q, level_name), f"histogram_quantile({value}, {buckets})"))
+    buckets = f"sum by ({by(sc.instance_model)}, le) ({rate_of(sig.bucket)})"
+    out = [
+        Recording(n.quantile(key, q, "job_instance_model"), f"histogram_quantile({value}, {buckets})")
+        for q, value in QUANTILES.items()
+    ]
     out.append(
         Recording(
             n.mean(key),
@@ -73,6 +78,21 @@ def _latency_recordings(res: Resolution, cfg: BundleConfig, key: str) -> list[Re
             f"/\nsum by ({by(sc.instance_model)}) ({rate_of(sig.count)})",
         )
     )
+    return out
+
+
+def _fleet_latency_recordings(res: Resolution, cfg: BundleConfig, key: str) -> list[Recording]:
+    """The per-model bucket rate of one histogram, and p50/p95/p99 per model from it."""
+    if key not in res.signals:
+        return []
+    n = Names(cfg.alerts.rate_window)
+    sc = scope_of(cfg, res)
+    buckets = n.bucket_rate(key, "job_model")
+    out = [Recording(buckets, f"sum by ({by(sc.fleet_model)}, le) ({_rate_of(cfg)(res[key].bucket)})")]
+    out += [
+        Recording(n.quantile(key, q, "job_model"), f"histogram_quantile({value}, {buckets})")
+        for q, value in QUANTILES.items()
+    ]
     return out
 
 
