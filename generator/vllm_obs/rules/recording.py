@@ -24,8 +24,8 @@ def recording_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
     # that they see this evaluation's rate, not the previous one.
     parts = []
     for key, short in LATENCY_GROUPS:
-        parts.append((f"vllm-obs.recording-{short}", _replica_latency_recordings(res, cfg, key)))
-        parts.append((f"vllm-obs.recording-{short}-fleet", _fleet_latency_recordings(res, cfg, key)))
+        replica, fleet = _latency_recordings(res, cfg, key)
+        parts += [(f"vllm-obs.recording-{short}", replica), (f"vllm-obs.recording-{short}-fleet", fleet)]
     parts += [
         ("vllm-obs.recording-traffic", _traffic_recordings(res, cfg)),
         ("vllm-obs.recording-saturation", _saturation_recordings(res, cfg)),
@@ -58,42 +58,36 @@ def _rate_of(cfg: BundleConfig):
     return rate_of
 
 
-def _replica_latency_recordings(res: Resolution, cfg: BundleConfig, key: str) -> list[Recording]:
-    """p50/p95/p99 and the mean per replica of one histogram."""
+def _latency_recordings(
+    res: Resolution, cfg: BundleConfig, key: str
+) -> tuple[list[Recording], list[Recording]]:
+    """Of one histogram: p50/p95/p99 and the mean per replica; and the per-model bucket rate
+    with p50/p95/p99 per model read from it."""
     if key not in res.signals:
-        return []
+        return [], []
     n = Names(cfg.alerts.rate_window)
     sc = scope_of(cfg, res)
     rate_of = _rate_of(cfg)
     sig = res[key]
-    buckets = f"sum by ({by(sc.instance_model)}, le) ({rate_of(sig.bucket)})"
-    out = [
-        Recording(n.quantile(key, q, "job_instance_model"), f"histogram_quantile({value}, {buckets})")
+    replica_buckets = f"sum by ({by(sc.instance_model)}, le) ({rate_of(sig.bucket)})"
+    replica = [
+        Recording(n.quantile(key, q, "job_instance_model"), f"histogram_quantile({value}, {replica_buckets})")
         for q, value in QUANTILES.items()
     ]
-    out.append(
+    replica.append(
         Recording(
             n.mean(key),
             f"sum by ({by(sc.instance_model)}) ({rate_of(sig.sum)})\n"
             f"/\nsum by ({by(sc.instance_model)}) ({rate_of(sig.count)})",
         )
     )
-    return out
-
-
-def _fleet_latency_recordings(res: Resolution, cfg: BundleConfig, key: str) -> list[Recording]:
-    """The per-model bucket rate of one histogram, and p50/p95/p99 per model from it."""
-    if key not in res.signals:
-        return []
-    n = Names(cfg.alerts.rate_window)
-    sc = scope_of(cfg, res)
-    buckets = n.bucket_rate(key, "job_model")
-    out = [Recording(buckets, f"sum by ({by(sc.fleet_model)}, le) ({_rate_of(cfg)(res[key].bucket)})")]
-    out += [
-        Recording(n.quantile(key, q, "job_model"), f"histogram_quantile({value}, {buckets})")
+    fleet_buckets = n.bucket_rate(key, "job_model")
+    fleet = [Recording(fleet_buckets, f"sum by ({by(sc.fleet_model)}, le) ({rate_of(sig.bucket)})")]
+    fleet += [
+        Recording(n.quantile(key, q, "job_model"), f"histogram_quantile({value}, {fleet_buckets})")
         for q, value in QUANTILES.items()
     ]
-    return out
+    return replica, fleet
 
 
 def _traffic_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
