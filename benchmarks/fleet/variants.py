@@ -18,7 +18,8 @@ VARIANTS = {
     "single_group": "every recording rule in one group, as before the rules were split by signal: "
     "what the split buys",
     "bucket_rate": "each histogram's per-replica bucket rate recorded once "
-    "(job_instance_model:<signal>_bucket:rate5m); its quantiles and the fleet level derived from it",
+    "(job_instance_model:<signal>_bucket:rate5m); its per-replica quantiles read it "
+    "(and its fleet quantiles, in bundles older than the recorded per-model bucket rate)",
     "trimmed": "without the recording rules that no alert, dashboard or other rule reads",
     "bucket_rate_trimmed": "bucket_rate and trimmed together",
     "slo_5m": "the SLO windows (30m to 3d) from recorded 5-minute good and total rates "
