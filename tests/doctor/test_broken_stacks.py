@@ -84,7 +84,6 @@ def test_a_bundle_for_another_release_names_each_renamed_series(tmp_path):
         "vllm:gpu_prefix_cache_queries_total": "vllm:prefix_cache_queries_total",
         "vllm:time_per_output_token_seconds_bucket": "vllm:inter_token_latency_seconds_bucket",
         "vllm:time_per_output_token_seconds_count": "vllm:inter_token_latency_seconds_count",
-        "vllm:time_per_output_token_seconds_sum": "vllm:inter_token_latency_seconds_sum",
     }
     # Every replacement is what the server really exposes; every old name is not.
     names = exposed_names()

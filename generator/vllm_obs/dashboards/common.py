@@ -71,6 +71,30 @@ def raw_percentiles(
     )
 
 
+def recorded_percentiles(
+    cfg: BundleConfig,
+    f: Filters,
+    sig: Signal,
+    title: str,
+    description: str,
+    unit: str,
+    quantiles: tuple[str, ...] = ("p50", "p95", "p99"),
+    width: int = 8,
+) -> Panel:
+    """A histogram's per-replica quantiles from the recording rules, and its mean from the raw
+    sums (two series per replica, cheap to read)."""
+    n = Names(cfg.alerts.rate_window)
+    queries = tuple(Query(f"{n.quantile(sig.key, q)}{f.replica}", f"{q} {LEGEND}") for q in quantiles)
+    return Panel(
+        title=title,
+        description=f"{description} {'/'.join(quantiles)} over {cfg.alerts.rate_window}; mean over the panel's interval.",
+        unit=unit,
+        queries=queries + (Query(f.mean(sig, f.per_model), f"mean {LEGEND}"),),
+        min=0,
+        width=width,
+    )
+
+
 def heatmap(f: Filters, sig: Signal | Family, title: str, what: str, unit: str) -> Panel:
     """A histogram's distribution over time, from its buckets: shows what percentiles hide
     (two populations, a tail that comes and goes)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import BundleConfig
 from ..rules.names import Names
 from ..signals import Resolution
-from .common import LEGEND, error_panel, heatmap, keep, latency_panel, raw_percentiles
+from .common import LEGEND, error_panel, heatmap, keep, latency_panel, recorded_percentiles
 from .features import lora_panels, mfu_panels, spec_decode_panels
 from .gpu import gpu_panels
 from .process import configuration_panels, process_panels
@@ -26,7 +26,7 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
         rows=(
             Row("Latency", _latency(res, cfg, f)),
             Row("Traffic and errors", _traffic(res, cfg, f)),
-            Row("Workload", _workload(res, f)),
+            Row("Workload", _workload(res, cfg, f)),
             Row("Speculative decoding", spec_decode_panels(res, cfg, f)),
             Row("LoRA adapters", lora_panels(res, cfg, f)),
             Row("GPUs", gpu_panels(res, cfg, f)),
@@ -108,14 +108,13 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
     if "request_time_per_output_token" in res.signals:
         sig = res["request_time_per_output_token"]
         out.append(
-            raw_percentiles(
+            recorded_percentiles(
+                cfg,
                 f,
                 sig,
                 "Time per output token, per request",
                 f"Each request's mean gap between output tokens, from {sig.name}: what one user perceives.",
                 "s",
-                f.per_model,
-                LEGEND,
             )
         )
     return keep(*out)
@@ -200,7 +199,7 @@ def _traffic(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
     return tuple(out)
 
 
-def _workload(res: Resolution, f: Filters) -> tuple[Panel, ...]:
+def _workload(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
     out: list[Panel] = []
     for key, title, what in (
         ("request_prompt_tokens", "Prompt length", "prompt lengths"),
@@ -210,14 +209,13 @@ def _workload(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             continue
         sig = res[key]
         out.append(
-            raw_percentiles(
+            recorded_percentiles(
+                cfg,
                 f,
                 sig,
                 title,
-                f"Tokens per request, p50/p95/p99 and mean, from {sig.name}'s buckets (approximate within a bucket).",
+                f"Tokens per request, from {sig.name}'s buckets (approximate within a bucket):",
                 "none",
-                f.per_model,
-                LEGEND,
                 width=12,
             )
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import BundleConfig
 from ..rules.names import Names
 from ..signals import Resolution
-from .common import CRIT, LEGEND, WARN, keep
+from .common import CRIT, LEGEND, WARN, keep, recorded_percentiles
 from .engines import engine_panels
 from .features import admission_panels, cache_panels, residency_panels
 from .kv_transfer import connector_failures, connector_panels, offload_panels
@@ -166,19 +166,16 @@ def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
     if "iteration_tokens" in res.signals:
         sig = res["iteration_tokens"]
         out += [
-            Panel(
-                title="Tokens per engine step",
-                description=(
-                    "Batch size in tokens per engine iteration (prefill and decode together), p50, p99 and "
-                    "mean: a p99 pinned at --max-num-batched-tokens means steps are full."
-                ),
-                unit="none",
-                queries=(
-                    Query(f.quantile(sig, 0.5, f.per_replica), "p50 {{instance}}"),
-                    Query(f.quantile(sig, 0.99, f.per_replica), "p99 {{instance}}"),
-                    Query(f.mean(sig), "mean {{instance}}"),
-                ),
-                min=0,
+            recorded_percentiles(
+                cfg,
+                f,
+                sig,
+                "Tokens per engine step",
+                "Batch size in tokens per engine iteration (prefill and decode together): a p99 pinned at "
+                "--max-num-batched-tokens means steps are full.",
+                "none",
+                quantiles=("p50", "p99"),
+                width=12,
             ),
             Panel(
                 title="Engine steps / s",

@@ -100,13 +100,18 @@ def scope_of(cfg: BundleConfig, res: Resolution | None = None) -> Scope:
     return Scope(cluster=p.cluster_label if p.multi_cluster else None, identity=identity)
 
 
-LATENCY_METRICS = {
+# The metric part of a recorded histogram's names, per signal.
+HISTOGRAM_METRICS = {
     "time_to_first_token": "vllm_time_to_first_token_seconds",
     "inter_token_latency": "vllm_inter_token_latency_seconds",
     "e2e_request_latency": "vllm_e2e_request_latency_seconds",
     "request_queue_time": "vllm_request_queue_time_seconds",
     "request_prefill_time": "vllm_request_prefill_time_seconds",
     "request_decode_time": "vllm_request_decode_time_seconds",
+    "request_time_per_output_token": "vllm_request_time_per_output_token_seconds",
+    "request_prompt_tokens": "vllm_request_prompt_tokens",
+    "request_generation_tokens": "vllm_request_generation_tokens",
+    "iteration_tokens": "vllm_iteration_tokens",
 }
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 
@@ -116,15 +121,15 @@ def by(labels: tuple[str, ...]) -> str:
 
 
 def quantile(level: str, signal: str, q: str, window: str) -> str:
-    return f"{level}:{LATENCY_METRICS[signal]}:{q}_{window}"
+    return f"{level}:{HISTOGRAM_METRICS[signal]}:{q}_{window}"
 
 
 def mean(level: str, signal: str, window: str) -> str:
-    return f"{level}:{LATENCY_METRICS[signal]}:mean_{window}"
+    return f"{level}:{HISTOGRAM_METRICS[signal]}:mean_{window}"
 
 
 def bucket_rate(level: str, signal: str, window: str) -> str:
-    return f"{level}:{LATENCY_METRICS[signal]}_bucket:rate{window}"
+    return f"{level}:{HISTOGRAM_METRICS[signal]}_bucket:rate{window}"
 
 
 def rate(level: str, metric: str, window: str) -> str:
@@ -140,7 +145,7 @@ def gauge(level: str, metric: str, op: str) -> str:
 
 
 def slo_miss(signal: str, window: str) -> str:
-    return f"job_model:{LATENCY_METRICS[signal]}:slo_miss_ratio_{window}"
+    return f"job_model:{HISTOGRAM_METRICS[signal]}:slo_miss_ratio_{window}"
 
 
 # Names used by alerts and dashboards, for one rate window.

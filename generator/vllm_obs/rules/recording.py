@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..config import BundleConfig
 from ..errors import BundleError
 from ..promql import le_matcher, selector
@@ -18,14 +20,17 @@ def recording_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
     # Small groups, one chain of dependent rules each: Prometheus evaluates groups side by
     # side, so a big fleet's evaluation is spread over them, and no group nears the
     # 20-rule mark of the monitoring-mixin conventions.
-    # Each histogram is two groups: the per-replica quantiles read its raw buckets once per
-    # quantile, which is the bulk of a fleet's rule work; the fleet quantiles read one
-    # recorded per-model bucket rate (a few series per model), and share a group with it so
-    # that they see this evaluation's rate, not the previous one.
+    # A histogram's per-replica quantiles read its raw buckets once per quantile, which is
+    # the bulk of a fleet's rule work; its fleet quantiles read one recorded per-model bucket
+    # rate (a few series per model), in a group of their own with it so that they see this
+    # evaluation's rate, not the previous one.
     parts = []
-    for key, short in LATENCY_GROUPS:
-        replica, fleet = _latency_recordings(res, cfg, key)
-        parts += [(f"vllm-obs.recording-{short}", replica), (f"vllm-obs.recording-{short}-fleet", fleet)]
+    for spec in HISTOGRAMS:
+        replica, fleet = _histogram_recordings(res, cfg, spec)
+        parts += [
+            (f"vllm-obs.recording-{spec.short}", replica),
+            (f"vllm-obs.recording-{spec.short}-fleet", fleet),
+        ]
     parts += [
         ("vllm-obs.recording-traffic", _traffic_recordings(res, cfg)),
         ("vllm-obs.recording-saturation", _saturation_recordings(res, cfg)),
@@ -39,13 +44,32 @@ def recording_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
     return groups
 
 
-LATENCY_GROUPS = (
-    ("time_to_first_token", "ttft"),
-    ("inter_token_latency", "itl"),
-    ("e2e_request_latency", "e2e"),
-    ("request_queue_time", "queue"),
-    ("request_prefill_time", "prefill"),
-    ("request_decode_time", "decode"),
+@dataclass(frozen=True)
+class RecordedHistogram:
+    """What the bundle records of one histogram: only what an alert or a panel reads, since
+    every per-replica statistic is one more read of every engine's series on every evaluation."""
+
+    key: str
+    short: str  # the rule group's name: vllm-obs.recording-<short>
+    replica: tuple[str, ...]  # per replica: quantiles of QUANTILES, and "mean"
+    fleet: bool = False  # p50/p95/p99 per model, from a recorded per-model bucket rate
+
+
+EVERY_QUANTILE = tuple(QUANTILES)
+HISTOGRAMS = (
+    RecordedHistogram("time_to_first_token", "ttft", EVERY_QUANTILE, fleet=True),
+    RecordedHistogram("inter_token_latency", "itl", EVERY_QUANTILE, fleet=True),
+    RecordedHistogram("e2e_request_latency", "e2e", EVERY_QUANTILE, fleet=True),
+    RecordedHistogram("request_queue_time", "queue", (*EVERY_QUANTILE, "mean"), fleet=True),
+    # "Where the time goes" stacks the phases' p95 and their means.
+    RecordedHistogram("request_prefill_time", "prefill", ("p95", "mean")),
+    RecordedHistogram("request_decode_time", "decode", ("p95", "mean")),
+    # The per-replica distributions of Instance and model, and KV cache and scheduler:
+    # computed per panel, each cost a fleet-wide refresh 6-20 s at 1,000 replicas.
+    RecordedHistogram("request_time_per_output_token", "tpot-request", EVERY_QUANTILE),
+    RecordedHistogram("request_prompt_tokens", "prompt-length", EVERY_QUANTILE),
+    RecordedHistogram("request_generation_tokens", "output-length", EVERY_QUANTILE),
+    RecordedHistogram("iteration_tokens", "step-tokens", ("p50", "p99")),
 )
 
 
@@ -58,11 +82,12 @@ def _rate_of(cfg: BundleConfig):
     return rate_of
 
 
-def _latency_recordings(
-    res: Resolution, cfg: BundleConfig, key: str
+def _histogram_recordings(
+    res: Resolution, cfg: BundleConfig, spec: RecordedHistogram
 ) -> tuple[list[Recording], list[Recording]]:
-    """Of one histogram: p50/p95/p99 and the mean per replica; and the per-model bucket rate
-    with p50/p95/p99 per model read from it."""
+    """Of one histogram: its statistics per replica; and, where the spec asks, the per-model
+    bucket rate with p50/p95/p99 per model read from it."""
+    key = spec.key
     if key not in res.signals:
         return [], []
     n = Names(cfg.alerts.rate_window)
@@ -71,16 +96,22 @@ def _latency_recordings(
     sig = res[key]
     replica_buckets = f"sum by ({by(sc.instance_model)}, le) ({rate_of(sig.bucket)})"
     replica = [
-        Recording(n.quantile(key, q, "job_instance_model"), f"histogram_quantile({value}, {replica_buckets})")
-        for q, value in QUANTILES.items()
-    ]
-    replica.append(
         Recording(
-            n.mean(key),
-            f"sum by ({by(sc.instance_model)}) ({rate_of(sig.sum)})\n"
-            f"/\nsum by ({by(sc.instance_model)}) ({rate_of(sig.count)})",
+            n.quantile(key, q, "job_instance_model"), f"histogram_quantile({QUANTILES[q]}, {replica_buckets})"
         )
-    )
+        for q in spec.replica
+        if q != "mean"
+    ]
+    if "mean" in spec.replica:
+        replica.append(
+            Recording(
+                n.mean(key),
+                f"sum by ({by(sc.instance_model)}) ({rate_of(sig.sum)})\n"
+                f"/\nsum by ({by(sc.instance_model)}) ({rate_of(sig.count)})",
+            )
+        )
+    if not spec.fleet:
+        return replica, []
     fleet_buckets = n.bucket_rate(key, "job_model")
     fleet = [Recording(fleet_buckets, f"sum by ({by(sc.fleet_model)}, le) ({rate_of(sig.bucket)})")]
     fleet += [
