@@ -15,7 +15,14 @@ import pytest
 import yaml
 from vllm_obs.catalog import Catalog
 
-from tests.support.bundles import generate, rule_test_files
+from tests.support.bundles import (
+    dashboard_exprs,
+    generate,
+    recorded_names,
+    rule_exprs,
+    rule_test_files,
+    selected_names,
+)
 from tests.support.monitoring import binary
 
 pytestmark = pytest.mark.prometheus
@@ -250,31 +257,14 @@ def test_the_canary_probe_s_requests_are_not_served_traffic(tmp_path):
     assert "stays silent when the only traffic is the canary probe" in result.stdout + result.stderr
 
 
-def _readers(bundle: Path) -> str:
-    """Every expression an alert, a recording rule or a dashboard panel evaluates, as one text."""
-    texts = []
-    for path in (bundle / "alerts").glob("*.rules.yml"):
-        for group in yaml.safe_load(path.read_text())["groups"]:
-            texts += [rule["expr"] for rule in group["rules"]]
-    for path in (bundle / "dashboards").glob("*.json"):
-        texts += re.findall(r'"expr": "((?:[^"\\]|\\.)*)"', path.read_text())
-    return "\n".join(texts)
-
-
 @pytest.mark.parametrize("release, engine", [("0.33.0", "v1"), ("0.10.2", "v0"), ("0.8.2", "v1")])
 def test_every_recorded_histogram_statistic_has_a_reader(release, engine, tmp_path):
     """A per-replica quantile or mean reads every engine's raw series on every evaluation: the
     bulk of a fleet's rule work. The bundle records one only if an alert, another rule or a
     panel reads it."""
     bundle = generate(tmp_path / "bundle", "--vllm-version", release, "--engine", engine)
-    rules = yaml.safe_load((bundle / "alerts" / "vllm-recording.rules.yml").read_text())["groups"]
-    statistics = [
-        rule["record"]
-        for group in rules
-        for rule in group["rules"]
-        if re.search(r":(p\d\d|mean)_\w+$", rule.get("record", ""))
-    ]
+    statistics = {name for name in recorded_names(bundle) if re.search(r":(p\d\d|mean)_\w+$", name)}
     assert len(statistics) > 20
-    readers = _readers(bundle)
-    unread = [name for name in statistics if not re.search(re.escape(name) + r"(?![\w:])", readers)]
-    assert unread == []
+    exprs = [*rule_exprs(bundle).values(), *dashboard_exprs(bundle).values()]
+    read = set().union(*(selected_names(expr) for expr in exprs))
+    assert sorted(statistics - read) == []
