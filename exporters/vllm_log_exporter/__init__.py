@@ -3,8 +3,9 @@ report on its own /metrics (OOM, dead engine, failed startup) and for where the 
 in its lifecycle (a server loading its model has no /metrics yet).
 
 Run it as `vllm-log-exporter` (cli.py); the modules are small and named for their job:
-patterns (patterns.yaml), lines, records, scanner, events, lifecycle, counts, pipeline,
-tailer, state, metrics.
+contract (its families and label values in the exporters' contract), patterns
+(patterns.yaml), lines, records, scanner, events, lifecycle_labels, lifecycle, counts,
+pipeline, tailer, state, metrics.
 """
 
 __version__ = "0.1.0"

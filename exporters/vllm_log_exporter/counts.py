@@ -1,16 +1,28 @@
 """Everything the exporter reports, as plain numbers: updated by the pipeline and the
-tailer, rendered by metrics.py, saved and restored by state.py."""
+tailer, rendered by metrics.py, saved and restored by state.py. Also the label values of
+what the tailer reports about the log files (read-error reasons, file states), from the
+exporters' contract."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .lifecycle import BUCKETS, DURATION_PHASES, STATES, UNKNOWN, valid_version
+from .contract import closed_values
+from .lifecycle_labels import BUCKETS, DURATION_PHASES, STATES, UNKNOWN, valid_version
 from .patterns import EVENTS, REASONS
 
-READ_ERROR_REASONS = ("permission_denied", "not_found", "io_error")
-FILE_STATES = ("reading", "missing", "unreadable")
+# What the tailer reports about a log file (tailer.py), by name.
+PERMISSION_DENIED, NOT_FOUND, IO_ERROR = "permission_denied", "not_found", "io_error"
+READING, MISSING, UNREADABLE = "reading", "missing", "unreadable"
+
+READ_ERROR_REASONS = closed_values(
+    "reason", "vllm_log_read_errors", named=(PERMISSION_DENIED, NOT_FOUND, IO_ERROR)
+)
+"""Values of the `reason` label of vllm_log_read_errors (the exporters' contract)."""
+FILE_STATES = closed_values("state", "vllm_log_files", named=(READING, MISSING, UNREADABLE))
+"""Values of the `state` label of vllm_log_files (the exporters' contract)."""
+
 STATS_GAUGES = (
     "running",
     "waiting",

@@ -48,7 +48,21 @@ from typing import Any
 
 from .counts import MAX_ENGINES, Counts
 from .lifecycle import Lifecycle
-from .patterns import GENERIC_REASONS, Pattern
+from .patterns import (
+    ENGINE_DEAD,
+    ENGINE_INIT_FAILED,
+    GENERIC_REASONS,
+    OOM,
+    OTHER,
+    OUT_OF_MEMORY,
+    PREEMPTION,
+    REQUEST_ERROR,
+    SHUTDOWN,
+    STARTUP_BEGIN,
+    STARTUP_COMPLETE,
+    STARTUP_FAILED,
+    Pattern,
+)
 
 UNKNOWN, STARTING, SERVING, STOPPING, DEAD, FAILED = (
     "unknown",
@@ -116,15 +130,15 @@ class EventMachine:
             self._stats(match)
         elif kind == "http_access":
             if match.group("path") not in HEALTH_PATHS:
-                self._count("request_error")
+                self._count(REQUEST_ERROR)
         elif kind == "request_error":
-            self._count("request_error")
+            self._count(REQUEST_ERROR)
         elif kind == "preemption_total":
             self._v0_preemptions(int(match.group("total")))
         elif kind in ("startup_begin", "engine_begin"):
             version = match.groupdict().get("version")
             if self.lifecycle.start_marker(pattern.name, kind == "engine_begin", when, version):
-                self._count("startup_begin")
+                self._count(STARTUP_BEGIN)
                 self._startup_begin(when)
         elif kind == "loading":
             self.lifecycle.loading()
@@ -144,9 +158,9 @@ class EventMachine:
         elif kind == "engine_dead":
             self._engine_dead(when)
         elif kind == "oom":
-            self._oom(when, pattern.reason or "out_of_memory")
+            self._oom(when, pattern.reason or OUT_OF_MEMORY)
         elif kind == "startup_failed":
-            self._startup_failed(when, pattern.reason or "other")
+            self._startup_failed(when, pattern.reason or OTHER)
 
     def tick(self) -> None:
         """Settle a provisional reason that has waited settle_after wall-clock seconds."""
@@ -179,24 +193,24 @@ class EventMachine:
         self.settle()
         # One line per API server process (multi-API-server mode): count the first.
         if not (self.phase == SERVING and self._within(self.startup_complete_since, when)):
-            self._count("startup_complete")
+            self._count(STARTUP_COMPLETE)
             self.startup_complete_since = when
         self._set_phase(SERVING, when)
 
     def _shutdown(self, when: float | None) -> None:
         if self.phase != STOPPING:
-            self._count("shutdown")
+            self._count(SHUTDOWN)
         self._set_phase(STOPPING, when)
 
     def _engine_dead(self, when: float | None) -> None:
         if self.phase in (STARTING, FAILED):
-            self._startup_failed(when, "engine_init_failed")
+            self._startup_failed(when, ENGINE_INIT_FAILED)
         elif self.phase == STOPPING:
             pass  # 0.32 logs EngineDeadError while it shuts down normally
         elif self.phase == DEAD:
             self.phase_time = when  # the same death, repeated by another process
         else:
-            self._count("engine_dead")
+            self._count(ENGINE_DEAD)
             self._set_phase(DEAD, when)
             self.lifecycle.dead()
 
@@ -206,7 +220,7 @@ class EventMachine:
             return
         if self.oom_open and self._within(self.oom_since, when):
             return
-        self._count("oom")
+        self._count(OOM)
         self.oom_open, self.oom_since = True, when
 
     def _startup_failed(self, when: float | None, reason: str) -> None:
@@ -219,7 +233,7 @@ class EventMachine:
                 self.settle()
             return
         self.settle()
-        self._count("startup_failed")
+        self._count(STARTUP_FAILED)
         self._set_phase(FAILED, when)
         if specific:
             self.counts.startup_failures[reason] += 1
@@ -232,7 +246,7 @@ class EventMachine:
         delta = total if previous is None or total < previous else total - previous
         self.v0_preemption_total = total
         if delta:
-            self._count("preemption", delta)
+            self._count(PREEMPTION, delta)
 
     def _stats(self, match: re.Match[str]) -> None:
         groups = match.groupdict()
@@ -248,7 +262,7 @@ class EventMachine:
             "timestamp": self.clock(),
         }
         if groups.get("preemptions"):
-            self._count("preemption", int(groups["preemptions"]))
+            self._count(PREEMPTION, int(groups["preemptions"]))
 
     # -- time --------------------------------------------------------------------------
 

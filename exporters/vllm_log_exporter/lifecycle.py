@@ -29,42 +29,29 @@ reading the two lines, when following a log (--once reads a whole log at once: n
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .counts import Counts
+from .counts import Counts
+from .lifecycle_labels import (
+    DEAD,
+    ENGINE_INIT,
+    FAILED_START,
+    LOADING,
+    READY,
+    STARTING,
+    STOPPED,
+    STOPPING,
+    TOTAL,
+    UNKNOWN,
+    WEIGHTS,
+    bucket_index,
+    valid_version,
+)
 
-UNKNOWN, STARTING, LOADING, READY = "unknown", "starting", "loading", "ready"
-STOPPING, STOPPED, FAILED_START, DEAD = "stopping", "stopped", "failed_start", "dead"
-STATES = (UNKNOWN, STARTING, LOADING, READY, STOPPING, STOPPED, FAILED_START, DEAD)
-"""Values of the `state` label of vllm_log_server_state, in exposition order."""
-
-DURATION_PHASES = ("weights", "engine_init", "total")
-"""Values of the `phase` label of the startup-duration metrics."""
-
-BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)
-"""Upper bounds of the startup-duration histogram, seconds: 1 s to 1 h."""
-
-_VERSION = re.compile(r"\d{1,4}\.\d{1,4}(?:\.\d{1,6}){0,3}(?:[.+-]?[a-z][a-z0-9.+]{0,23})?")
 _IN_STARTUP = (STARTING, LOADING)
 _STOPPABLE = (UNKNOWN, STARTING, LOADING, READY)
 _MAX_MARKERS = 32
-
-
-def valid_version(text: str) -> bool:
-    """A vLLM version as releases spell it (0.6.6.post1, 0.11.0rc1, 0.10.1.dev5+gabc1234):
-    anything else never becomes a label value."""
-    return _VERSION.fullmatch(text) is not None
-
-
-def bucket_index(seconds: float) -> int:
-    """Index of the first bucket whose bound holds seconds (len(BUCKETS) for +Inf)."""
-    for index, bound in enumerate(BUCKETS):
-        if seconds <= bound:
-            return index
-    return len(BUCKETS)
 
 
 class Lifecycle:
@@ -144,14 +131,15 @@ class Lifecycle:
     def _record_startup(self, when: float | None) -> None:
         figures = self.figures
         observed = {}
+        # Figures are keyed by their source (patterns.DURATION_SOURCES), observations by phase.
         weights = figures.get("weights", figures.get("model_load"))
         if weights is not None:
-            observed["weights"] = weights
+            observed[WEIGHTS] = weights
         if "engine_init" in figures:
-            observed["engine_init"] = figures["engine_init"]
+            observed[ENGINE_INIT] = figures["engine_init"]
         total = self._total(when)
         if total is not None:
-            observed["total"] = total
+            observed[TOTAL] = total
         for phase, seconds in observed.items():
             histogram = self.counts.startup_durations[phase]
             histogram["buckets"][bucket_index(seconds)] += 1

@@ -1,10 +1,12 @@
 """The Prometheus collector: renders Counts as metric families on every scrape.
 
-Every label value comes from a fixed set (patterns.EVENTS, patterns.REASONS,
-counts.READ_ERROR_REASONS, counts.FILE_STATES, lifecycle.STATES, lifecycle.DURATION_PHASES),
-is an engine index parsed from `Engine NNN:`, or is the one vLLM version the log last
-announced, checked against the shape of a release number (lifecycle.valid_version); nothing
-else from free log text reaches a label.
+Every family takes its name, HELP text and label names from the exporters' contract
+(contract.family), so a family the contract lacks cannot be built. Every label value comes
+from one of the contract's closed sets (patterns.EVENTS, patterns.REASONS,
+counts.READ_ERROR_REASONS, counts.FILE_STATES, lifecycle_labels.STATES,
+lifecycle_labels.DURATION_PHASES), is an engine index parsed from `Engine NNN:`, or is the
+one vLLM version the log last announced, checked against the shape of a release number
+(lifecycle_labels.valid_version); nothing else from free log text reaches a label.
 """
 
 from __future__ import annotations
@@ -16,41 +18,19 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from . import __version__
+from .contract import family
 from .counts import FILE_STATES, READ_ERROR_REASONS, Counts
-from .lifecycle import BUCKETS, DURATION_PHASES, STATES
+from .lifecycle_labels import BUCKETS, DURATION_PHASES, STATES
 from .patterns import EVENTS, REASONS
 
+# Family of each periodic-stats gauge, and its key in Counts.stats.
 _STATS_FAMILIES = (
-    (
-        "vllm_log_requests_running",
-        "running",
-        "Requests running, from the last periodic stats line.",
-    ),
-    (
-        "vllm_log_requests_waiting",
-        "waiting",
-        "Requests waiting, from the last periodic stats line.",
-    ),
-    (
-        "vllm_log_kv_cache_usage_ratio",
-        "kv_cache_usage_ratio",
-        "KV-cache usage (0-1), from the last periodic stats line.",
-    ),
-    (
-        "vllm_log_prompt_throughput_tokens_per_second",
-        "prompt_throughput",
-        "Average prompt throughput, from the last periodic stats line.",
-    ),
-    (
-        "vllm_log_generation_throughput_tokens_per_second",
-        "generation_throughput",
-        "Average generation throughput, from the last periodic stats line.",
-    ),
-    (
-        "vllm_log_stats_last_timestamp_seconds",
-        "timestamp",
-        "Unix time the exporter read the last periodic stats line.",
-    ),
+    ("vllm_log_requests_running", "running"),
+    ("vllm_log_requests_waiting", "waiting"),
+    ("vllm_log_kv_cache_usage_ratio", "kv_cache_usage_ratio"),
+    ("vllm_log_prompt_throughput_tokens_per_second", "prompt_throughput"),
+    ("vllm_log_generation_throughput_tokens_per_second", "generation_throughput"),
+    ("vllm_log_stats_last_timestamp_seconds", "timestamp"),
 )
 
 
@@ -73,27 +53,15 @@ class LogCollector:
             return list(self._families(self.counts))
 
     def _families(self, c: Counts) -> Iterable[Metric]:
-        events = CounterMetricFamily(
-            "vllm_log_events",
-            "vLLM incidents and lifecycle events seen in the log (one incident counts once).",
-            labels=["event"],
-        )
-        last = GaugeMetricFamily(
-            "vllm_log_last_event_timestamp_seconds",
-            "Unix time the exporter last counted the event (0 until seen).",
-            labels=["event"],
-        )
+        events = family(CounterMetricFamily, "vllm_log_events")
+        last = family(GaugeMetricFamily, "vllm_log_last_event_timestamp_seconds")
         for event in EVENTS:
             events.add_metric([event], c.events[event])
             last.add_metric([event], c.last_event_time[event])
         yield events
         yield last
 
-        reasons = CounterMetricFamily(
-            "vllm_log_startup_failures",
-            "Failed vLLM startups by reason.",
-            labels=["reason"],
-        )
+        reasons = family(CounterMetricFamily, "vllm_log_startup_failures")
         for reason in REASONS:
             reasons.add_metric([reason], c.startup_failures[reason])
         yield reasons
@@ -101,88 +69,52 @@ class LogCollector:
         yield from self._lifecycle_families(c)
 
         if c.stats:
-            for name, key, help_text in _STATS_FAMILIES:
-                family = GaugeMetricFamily(name, help_text, labels=["engine"])
+            for name, key in _STATS_FAMILIES:
+                gauge = family(GaugeMetricFamily, name)
                 for engine in sorted(c.stats):
-                    family.add_metric([engine], c.stats[engine][key])
-                yield family
+                    gauge.add_metric([engine], c.stats[engine][key])
+                yield gauge
 
-        for name, value, help_text in (
-            ("vllm_log_lines", c.lines, "Log lines read."),
-            ("vllm_log_bytes", c.bytes, "Log bytes read."),
-            ("vllm_log_undecodable_lines", c.undecodable_lines, "Lines that are not valid UTF-8."),
-            (
-                "vllm_log_oversized_lines",
-                c.oversized_lines,
-                "Lines longer than --max-line-bytes, skipped.",
-            ),
-            ("vllm_log_rotations", c.rotations, "Log files replaced by a new file (rotation)."),
-            ("vllm_log_truncations", c.truncations, "Log files truncated in place."),
+        for name, value in (
+            ("vllm_log_lines", c.lines),
+            ("vllm_log_bytes", c.bytes),
+            ("vllm_log_undecodable_lines", c.undecodable_lines),
+            ("vllm_log_oversized_lines", c.oversized_lines),
+            ("vllm_log_rotations", c.rotations),
+            ("vllm_log_truncations", c.truncations),
         ):
-            yield CounterMetricFamily(name, help_text, value=value)
+            yield family(CounterMetricFamily, name, value=value)
 
-        errors = CounterMetricFamily(
-            "vllm_log_read_errors",
-            "Failures to open or read a log file, by reason (each episode once).",
-            labels=["reason"],
-        )
+        errors = family(CounterMetricFamily, "vllm_log_read_errors")
         for reason in READ_ERROR_REASONS:
             errors.add_metric([reason], c.read_errors[reason])
         yield errors
 
-        files = GaugeMetricFamily(
-            "vllm_log_files",
-            "Configured log files by state.",
-            labels=["state"],
-        )
+        files = family(GaugeMetricFamily, "vllm_log_files")
         for state in FILE_STATES:
             files.add_metric([state], c.files[state])
         yield files
 
-        yield GaugeMetricFamily(
-            "vllm_log_unread_bytes",
-            "Bytes written to the log files but not read yet (lag).",
-            value=c.unread_bytes,
-        )
-        yield GaugeMetricFamily(
-            "vllm_log_last_read_timestamp_seconds",
-            "Unix time the exporter last read log data (0 until then).",
-            value=c.last_read_time,
-        )
-        info = GaugeMetricFamily(
-            "vllm_log_exporter_build_info", "vllm-log-exporter version.", labels=["version"]
-        )
+        yield family(GaugeMetricFamily, "vllm_log_unread_bytes", value=c.unread_bytes)
+        yield family(GaugeMetricFamily, "vllm_log_last_read_timestamp_seconds", value=c.last_read_time)
+        info = family(GaugeMetricFamily, "vllm_log_exporter_build_info")
         info.add_metric([__version__], 1)
         yield info
 
     @staticmethod
     def _lifecycle_families(c: Counts) -> Iterable[Metric]:
-        state = GaugeMetricFamily(
-            "vllm_log_server_state",
-            "1 for the vLLM server's lifecycle state as its log tells it, 0 for the others.",
-            labels=["state"],
-        )
+        state = family(GaugeMetricFamily, "vllm_log_server_state")
         for name in STATES:
             state.add_metric([name], 1 if name == c.server_state else 0)
         yield state
-        yield GaugeMetricFamily(
-            "vllm_log_server_state_since_timestamp_seconds",
-            "Unix time of the last lifecycle state transition (0 until the first).",
-            value=c.server_state_since,
+        yield family(
+            GaugeMetricFamily, "vllm_log_server_state_since_timestamp_seconds", value=c.server_state_since
         )
-        version = GaugeMetricFamily(
-            "vllm_log_vllm_version_info",
-            "The vLLM version the log last announced (no series until one was seen).",
-            labels=["version"],
-        )
+        version = family(GaugeMetricFamily, "vllm_log_vllm_version_info")
         if c.vllm_version is not None:
             version.add_metric([c.vllm_version], 1)
         yield version
-        durations = HistogramMetricFamily(
-            "vllm_log_startup_duration_seconds",
-            "Durations of completed startups: loading the weights, initialising the engine, total.",
-            labels=["phase"],
-        )
+        durations = family(HistogramMetricFamily, "vllm_log_startup_duration_seconds")
         for phase in DURATION_PHASES:
             histogram = c.startup_durations[phase]
             cumulative, buckets = 0, []
@@ -191,11 +123,7 @@ class LogCollector:
                 buckets.append((_bound(bound), cumulative))
             durations.add_metric([phase], buckets, histogram["sum"])
         yield durations
-        last = GaugeMetricFamily(
-            "vllm_log_last_startup_duration_seconds",
-            "Durations of the most recent completed startup, by phase (absent until known).",
-            labels=["phase"],
-        )
+        last = family(GaugeMetricFamily, "vllm_log_last_startup_duration_seconds")
         for phase in DURATION_PHASES:
             if phase in c.last_startup_durations:
                 last.add_metric([phase], c.last_startup_durations[phase])

@@ -3,6 +3,9 @@
 Loading fails fast (PatternError) on anything that would otherwise surface at runtime: an
 unknown kind or reason, a regex that does not compile, a sample the regex does not match,
 an anchor the sample does not contain. See patterns.yaml for the field meanings.
+
+The events and the startup-failure reasons (the `event` and `reason` label values) are the
+exporters' contract's; the names the event rules count by are checked against it on import.
 """
 
 from __future__ import annotations
@@ -15,33 +18,43 @@ from pathlib import Path
 
 import yaml
 
+from .contract import closed_values
 from .lines import clean_line
 from .records import ACCESS_LINE, is_matchable, parse_line
 
-EVENTS = (
-    "oom",
-    "engine_dead",
-    "startup_failed",
-    "preemption",
-    "request_error",
-    "startup_complete",
-    "shutdown",
-    "startup_begin",
-)
-"""Values of the `event` label, in exposition order. All are exported from the start."""
+# The events and startup-failure reasons the event rules count by name (events.py).
+OOM, ENGINE_DEAD, STARTUP_FAILED, PREEMPTION = "oom", "engine_dead", "startup_failed", "preemption"
+REQUEST_ERROR, STARTUP_COMPLETE, SHUTDOWN = "request_error", "startup_complete", "shutdown"
+STARTUP_BEGIN = "startup_begin"
+OUT_OF_MEMORY, ENGINE_INIT_FAILED, OTHER = "out_of_memory", "engine_init_failed", "other"
 
-REASONS = (
-    "kv_cache_too_small",
-    "no_cache_memory",
-    "out_of_memory",
-    "address_in_use",
-    "engine_init_failed",
-    "other",
+EVENTS = closed_values(
+    "event",
+    "vllm_log_events",
+    "vllm_log_last_event_timestamp_seconds",
+    named=(
+        OOM,
+        ENGINE_DEAD,
+        STARTUP_FAILED,
+        PREEMPTION,
+        REQUEST_ERROR,
+        STARTUP_COMPLETE,
+        SHUTDOWN,
+        STARTUP_BEGIN,
+    ),
 )
-"""Values of the startup-failure `reason` label. The last two are generic: a more specific
-reason seen for the same incident replaces them (events.py)."""
+"""Values of the `event` label (the exporters' contract), in exposition order. All are
+exported from the start."""
 
-GENERIC_REASONS = frozenset({"engine_init_failed", "other"})
+REASONS = closed_values(
+    "reason", "vllm_log_startup_failures", named=(OUT_OF_MEMORY, ENGINE_INIT_FAILED, OTHER)
+)
+"""Values of the startup-failure `reason` label (the exporters' contract): the `reason`
+field of patterns.yaml must be one of them."""
+
+GENERIC_REASONS = frozenset({ENGINE_INIT_FAILED, OTHER})
+"""Reasons that say only that a startup failed: a more specific reason seen for the same
+incident replaces them (events.py)."""
 
 KINDS = frozenset(
     {

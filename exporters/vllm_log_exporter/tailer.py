@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from .counts import FILE_STATES, IO_ERROR, MISSING, NOT_FOUND, PERMISSION_DENIED, READING, UNREADABLE
 from .pipeline import Pipeline
 
 READ_SIZE = 1 << 20
@@ -88,7 +89,7 @@ class FileSource:
         self.identity: tuple[int, int] | None = None  # (device, inode) of the file last open
         self.deleted = False  # the file last open was unlinked: a file at the path is new
         self.offset = 0
-        self.status = "missing"
+        self.status = MISSING  # one of FILE_STATES
         self.error: str | None = None  # reason of the current error episode
         self.first_attempt = True  # --from-end only skips what a file held at startup
 
@@ -135,7 +136,7 @@ class FileSource:
             try:
                 data = os.read(self.fd, min(self.read_size, budget - done))
             except OSError as exc:
-                self._report("io_error", f"cannot read {self.path}: {exc.strerror}; will retry")
+                self._report(IO_ERROR, f"cannot read {self.path}: {exc.strerror}; will retry")
                 self.pipeline.flush(self.assembler)
                 self.close()
                 return done
@@ -152,7 +153,7 @@ class FileSource:
             now = os.stat(self.path)
         except FileNotFoundError:
             self._drain_and_close()  # deleted: what was written before is still ours
-            self.deleted, self.status = True, "missing"
+            self.deleted, self.status = True, MISSING
             return 0
         except OSError:
             return 0  # e.g. the directory became unreadable; keep the open descriptor
@@ -182,18 +183,18 @@ class FileSource:
         try:
             fd = self.opener(self.path)
         except FileNotFoundError:
-            self._report("not_found", f"{self.path} does not exist (yet); will retry", "missing")
+            self._report(NOT_FOUND, f"{self.path} does not exist (yet); will retry", MISSING)
             return False
         except PermissionError:
-            self._report("permission_denied", f"permission denied reading {self.path}; will retry")
+            self._report(PERMISSION_DENIED, f"permission denied reading {self.path}; will retry")
             return False
         except OSError as exc:
-            self._report("io_error", f"cannot open {self.path}: {exc.strerror}; will retry")
+            self._report(IO_ERROR, f"cannot open {self.path}: {exc.strerror}; will retry")
             return False
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
-            self._report("io_error", f"{self.path} is not a regular file; will retry")
+            self._report(IO_ERROR, f"{self.path} is not a regular file; will retry")
             return False
         identity = (info.st_dev, info.st_ino)
         offset, skipping = self._start_offset(identity, info.st_size, first_attempt)
@@ -203,7 +204,7 @@ class FileSource:
         self.assembler.reset(skipping=skipping)
         if self.error is not None:
             self.warn(f"reading {self.path} again")
-        self.error, self.status = None, "reading"
+        self.error, self.status = None, READING
         return True
 
     def _start_offset(self, identity: tuple[int, int], size: int, first_attempt: bool) -> tuple[int, bool]:
@@ -264,7 +265,7 @@ class FileSource:
         with self.pipeline.lock:
             setattr(self.counts, name, getattr(self.counts, name) + 1)
 
-    def _report(self, reason: str, message: str, status: str = "unreadable") -> None:
+    def _report(self, reason: str, message: str, status: str = UNREADABLE) -> None:
         """Count an error once per episode (a new reason starts a new episode)."""
         self.status = status
         if self.error == reason:
@@ -305,7 +306,7 @@ class StreamSource:
                 break
             except OSError as exc:
                 with self.pipeline.lock:
-                    self.pipeline.counts.read_errors["io_error"] += 1
+                    self.pipeline.counts.read_errors[IO_ERROR] += 1
                 _warn_stderr(f"cannot read standard input: {exc.strerror}")
                 data = b""
             if not data:
@@ -356,7 +357,7 @@ class Tailer:
 
     def update_gauges(self) -> None:
         unread = sum(source.unread_bytes() for source in self.files)
-        states = {"reading": 0, "missing": 0, "unreadable": 0}
+        states = dict.fromkeys(FILE_STATES, 0)
         for source in self.files:
             states[source.status] += 1
         with self.pipeline.lock:

@@ -3,9 +3,11 @@
 A custom collector rather than prometheus_client's metric objects so that a scrape sees
 one consistent snapshot: `vllm_probe_requests_total` and `vllm_probe_failures_total` move
 together, and `requests - sum(failures)` is at every moment the number of probes vLLM
-answered (what the recording rules subtract from served traffic). Label values come from
-the configured targets, the model name sent (configured, or the one a target's
-/v1/models names, replacing the previous one) and outcome.REASONS; nothing else.
+answered (what the recording rules subtract from served traffic). Every family takes its
+name, HELP text and label names from the exporters' contract (contract.family). Label
+values come from the configured targets, the model name sent (configured, or the one a
+target's /v1/models names, replacing the previous one) and outcome.REASONS (the contract's
+set); nothing else.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.utils import floatToGoString
 
 from . import __version__
+from .contract import family
 from .outcome import REASONS, Outcome
 
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -96,39 +99,14 @@ class ProbeMetrics:
             return list(self._families())
 
     def _families(self) -> Iterable[Metric]:
-        both = ["target", "model_name"]
-        success = GaugeMetricFamily(
-            "vllm_probe_success", "1 if the last probe got a valid answer, else 0.", labels=both
-        )
-        duration = HistogramMetricFamily(
-            "vllm_probe_duration_seconds", "Latency of successful probes.", labels=both
-        )
-        last_success = GaugeMetricFamily(
-            "vllm_probe_last_success_timestamp_seconds",
-            "Unix time of the last successful probe (0 until then).",
-            labels=both,
-        )
-        requests = CounterMetricFamily(
-            "vllm_probe_requests",
-            "Probe requests sent, counted when they finish (with their outcome).",
-            labels=both,
-        )
-        failures = CounterMetricFamily(
-            "vllm_probe_failures", "Failed probes by reason.", labels=[*both, "reason"]
-        )
-        skipped = CounterMetricFamily(
-            "vllm_probe_skipped",
-            "Ticks skipped because the previous probe of the target was still running.",
-            labels=["target"],
-        )
-        health = GaugeMetricFamily(
-            "vllm_probe_health_up", "1 if the last health check answered 200, else 0.", labels=["target"]
-        )
-        last_probe = GaugeMetricFamily(
-            "vllm_probe_last_probe_timestamp_seconds",
-            "Unix time the last probe finished, whatever its outcome (0 until then).",
-            labels=["target"],
-        )
+        success = family(GaugeMetricFamily, "vllm_probe_success")
+        duration = family(HistogramMetricFamily, "vllm_probe_duration_seconds")
+        last_success = family(GaugeMetricFamily, "vllm_probe_last_success_timestamp_seconds")
+        requests = family(CounterMetricFamily, "vllm_probe_requests")
+        failures = family(CounterMetricFamily, "vllm_probe_failures")
+        skipped = family(CounterMetricFamily, "vllm_probe_skipped")
+        health = family(GaugeMetricFamily, "vllm_probe_health_up")
+        last_probe = family(GaugeMetricFamily, "vllm_probe_last_probe_timestamp_seconds")
         for instance, series in self.targets.items():
             labels = [instance, series.model]
             current = series.by_model
@@ -151,7 +129,7 @@ class ProbeMetrics:
             skipped.add_metric([instance], series.skipped)
             health.add_metric([instance], series.health_up)
             last_probe.add_metric([instance], series.last_probe)
-        info = GaugeMetricFamily("vllm_probe_build_info", "vllm-probe version.", labels=["version"])
+        info = family(GaugeMetricFamily, "vllm_probe_build_info")
         info.add_metric([__version__], 1)
         yield from (success, duration, last_success, requests, failures, skipped, health, last_probe, info)
 

@@ -1,7 +1,8 @@
 """What one probe came to: success with a latency, or a failure with a reason from a fixed set.
 
-The reasons are the only values of the `reason` label, so they are fixed here and never
-taken from an error message.
+The reasons are the only values of the `reason` label: the exporters' contract fixes the
+set, the names below are the ones the probe gives (checked against it at import), and none
+is ever taken from an error message.
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ from dataclasses import dataclass
 import requests
 import urllib3.exceptions
 
+from .contract import closed_values
+
 TIMEOUT = "timeout"
 REFUSED = "refused"
 HTTP_4XX = "http_4xx"
 HTTP_5XX = "http_5xx"
 BAD_BODY = "bad_body"
 ERROR = "error"  # any other failure: DNS, TLS, reset, a redirect, a malformed request
-REASONS = (TIMEOUT, REFUSED, HTTP_4XX, HTTP_5XX, BAD_BODY, ERROR)
+REASONS = closed_values(
+    "reason", "vllm_probe_failures", named=(TIMEOUT, REFUSED, HTTP_4XX, HTTP_5XX, BAD_BODY, ERROR)
+)
+"""Values of the `reason` label of vllm_probe_failures, in exposition order."""
 
 
 @dataclass(frozen=True)

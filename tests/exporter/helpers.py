@@ -97,12 +97,18 @@ def run_once(*files: Path | str, extra: tuple[str, ...] = ()) -> str:
     return result.stdout
 
 
-def scrape(url: str) -> dict[str, float] | None:
+def fetch(url: str) -> str | None:
+    """The exposition at url, or None while nothing answers there."""
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
-            return samples(response.read().decode())
+            return response.read().decode()
     except (urllib.error.URLError, ConnectionError, OSError):
         return None
+
+
+def scrape(url: str) -> dict[str, float] | None:
+    exposition = fetch(url)
+    return None if exposition is None else samples(exposition)
 
 
 class ExporterProcess:
@@ -129,10 +135,18 @@ class ExporterProcess:
         """Current samples, waiting for the server to answer."""
         return wait_until(lambda: self._alive_scrape(), what=f"{self.url} to answer")  # type: ignore[return-value]
 
-    def _alive_scrape(self) -> dict[str, float] | None:
+    def text(self) -> str:
+        """The current exposition, waiting for the server to answer."""
+        return wait_until(lambda: self._alive_fetch(), what=f"{self.url} to answer")  # type: ignore[return-value]
+
+    def _alive_fetch(self) -> str | None:
         if self.process.poll() is not None:
             raise AssertionError(f"exporter exited with {self.process.returncode}: {self.stderr()}")
-        return scrape(self.url)
+        return fetch(self.url)
+
+    def _alive_scrape(self) -> dict[str, float] | None:
+        exposition = self._alive_fetch()
+        return None if exposition is None else samples(exposition)
 
     def wait_for(self, series: str, value: float, timeout: float = 30.0) -> dict[str, float]:
         def check() -> dict[str, float] | None:

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from vllm_log_exporter.counts import FILE_STATES, READ_ERROR_REASONS
-from vllm_log_exporter.lifecycle import BUCKETS, DURATION_PHASES, STATES, valid_version
+from vllm_log_exporter.lifecycle_labels import BUCKETS, DURATION_PHASES, STATES, valid_version
 from vllm_log_exporter.metrics import build_registry
 from vllm_log_exporter.patterns import EVENTS, REASONS, load_patterns
 

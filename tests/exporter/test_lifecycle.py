@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 from vllm_log_exporter.events import Settings
-from vllm_log_exporter.lifecycle import BUCKETS, STATES, bucket_index, valid_version
+from vllm_log_exporter.lifecycle_labels import BUCKETS, STATES, bucket_index, valid_version
 from vllm_log_exporter.metrics import build_registry
 
 from .helpers import LOGS, FakeClock, make_pipeline, samples
