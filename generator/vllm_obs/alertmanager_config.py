@@ -8,23 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import AlertmanagerSection, BundleConfig, Receiver
+from .config import AlertmanagerSection, Receiver
 from .errors import BundleError
-from .rules.gpu import inhibitions as gpu_inhibitions
-from .rules.names import Scope, scope_of
-
-# Alerts that describe a symptom of a down or dead server; the cause silences them.
-SYMPTOMS = (
-    "VllmHighTimeToFirstToken",
-    "VllmHighTimePerOutputToken",
-    "VllmQueueDepthHigh",
-    "VllmSchedulerThrottled",
-    "VllmKVCachePressure",
-    "VllmKVCacheFillingUp",
-    "VllmPreemptions",
-    "VllmRequestErrors",
-    "VllmEngineStalled",
-)
+from .rules.assembly import InhibitRule
+from .vocabulary import Scope, Vocabulary
 
 SLACK_TITLE = (
     '[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}] '
@@ -41,8 +28,9 @@ def receiver_name(role: str, receiver: Receiver) -> str:
     return f"{role}-{receiver.type}"
 
 
-def alertmanager_config(cfg: BundleConfig) -> dict[str, Any]:
-    am = cfg.alertmanager
+def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[str, Any]:
+    """`inhibitions`: what the bundle's alerts declare (rules.assembly)."""
+    am = v.cfg.alertmanager
     receivers: dict[str, dict[str, Any]] = {}
 
     def add(role: str, receiver: Receiver) -> str:
@@ -93,7 +81,7 @@ def alertmanager_config(cfg: BundleConfig) -> dict[str, Any]:
     smtp = _smtp(am)
     if smtp:
         out["global"] = smtp
-    sc = scope_of(cfg)
+    sc = v.targets
     group_by = list(am.group_by)
     if sc.cluster and sc.cluster not in group_by:
         # The same instance name in two clusters is two incidents, never one notification.
@@ -107,57 +95,43 @@ def alertmanager_config(cfg: BundleConfig) -> dict[str, Any]:
         "repeat_interval": am.repeat_interval,
         "routes": routes,
     }
-    out["inhibit_rules"] = _inhibitions(sc) + gpu_inhibitions(cfg)  # the GPU rule: gpu.enabled only
+    out["inhibit_rules"] = [_inhibition(rule, sc) for rule in inhibitions] + [_severity_inhibition(sc)]
     out["receivers"] = list(receivers.values())
     return out
 
 
-def _inhibitions(sc: Scope) -> list[dict[str, Any]]:
-    # CAUTION (Alertmanager): if every label in `equal` is missing from both alerts the
-    # rule matches everything. Each rule below names alertname or the replica label, which
-    # every source and target alert carries, so that cannot happen. With multi-cluster on,
-    # `equal` also names the cluster: a replica in one cluster never silences its namesake
-    # in another.
-    same_replica = list(sc.replica_labels)
-    return [
-        {
-            # A dead or hung engine, or an unreachable server, explains its own latency,
-            # queue, cache, stall and error alerts: page once, for the cause.
-            "source_matchers": ['alertname=~"VllmEngineDead|VllmEngineHung|VllmTargetDown"'],
-            "target_matchers": [f'alertname=~"{"|".join(SYMPTOMS)}"'],
-            "equal": list(same_replica),
-        },
-        {
-            # After a dead engine the server exits; its scrape target going down is the
-            # same incident. A server that never started is not "down" either.
-            "source_matchers": ['alertname=~"VllmEngineDead|VllmStartupFailed"'],
-            "target_matchers": ['alertname=~"VllmTargetDown|VllmMetricsAbsent"'],
-            "equal": list(same_replica),
-        },
-        {
-            # A server that keeps failing to start pages once, for the loop: each failed
-            # start, its slow start and its unreachable target are the same incident.
-            "source_matchers": ['alertname="VllmRestartLoop"'],
-            "target_matchers": [
-                'alertname=~"VllmStartupFailed|VllmStartupSlow|VllmTargetDown|VllmMetricsAbsent"'
-            ],
-            "equal": list(same_replica),
-        },
-        {
-            # An out-of-memory that killed the engine pages once, with its cause.
-            "source_matchers": ['alertname="VllmOutOfMemory"'],
-            "target_matchers": ['alertname="VllmEngineDead"'],
-            "equal": list(same_replica),
-        },
-        {
-            # The critical tier of an alert silences its own warning tier on the same
-            # replica and model (job, instance and model_name may be absent on both,
-            # which then means the same fleet-level scope).
-            "source_matchers": ['severity="critical"'],
-            "target_matchers": ['severity="warning"'],
-            "equal": ["alertname", *sc.instance_model],
-        },
-    ]
+# CAUTION (Alertmanager): if every label in `equal` is missing from both alerts the rule
+# matches everything. Each rule below names alertname or the replica label, which every
+# source and target alert carries, so that cannot happen. With multi-cluster on, `equal`
+# also names the cluster: a replica in one cluster never silences its namesake in another.
+
+
+def _inhibition(rule: InhibitRule, sc: Scope) -> dict[str, Any]:
+    """A declared inhibition: while a source fires, its targets on the same server are silent."""
+    sources = [_one_of("alertname", rule.sources)]
+    if rule.severity:
+        sources.append(f'severity="{rule.severity}"')
+    equal = sc.replica_labels if rule.equal == "replica" else sc.target
+    return {
+        "source_matchers": sources,
+        "target_matchers": [_one_of("alertname", rule.targets)],
+        "equal": list(equal),
+    }
+
+
+def _one_of(label: str, values: tuple[str, ...]) -> str:
+    return f'{label}="{values[0]}"' if len(values) == 1 else f'{label}=~"{"|".join(values)}"'
+
+
+def _severity_inhibition(sc: Scope) -> dict[str, Any]:
+    return {
+        # The critical tier of an alert silences its own warning tier on the same
+        # replica and model (job, instance and model_name may be absent on both,
+        # which then means the same fleet-level scope).
+        "source_matchers": ['severity="critical"'],
+        "target_matchers": ['severity="warning"'],
+        "equal": ["alertname", *sc.instance_model],
+    }
 
 
 def _smtp(am: AlertmanagerSection) -> dict[str, str]:

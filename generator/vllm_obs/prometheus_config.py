@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from .config import BundleConfig
-from .rules.gpu import scrape_jobs as gpu_scrape_jobs
 
 
 def prometheus_config(cfg: BundleConfig, rule_files: list[str]) -> dict[str, Any]:
@@ -51,7 +50,7 @@ def prometheus_config(cfg: BundleConfig, rule_files: list[str]) -> dict[str, Any
                 ],
             }
         )
-    scrape += gpu_scrape_jobs(cfg)  # dcgm-exporter, with gpu.enabled and gpu.join: instance
+    scrape += _gpu_jobs(cfg)  # dcgm-exporter, with gpu.enabled and gpu.join: instance
     global_: dict[str, Any] = {
         "scrape_interval": p.scrape_interval,
         "scrape_timeout": p.scrape_timeout,
@@ -65,3 +64,25 @@ def prometheus_config(cfg: BundleConfig, rule_files: list[str]) -> dict[str, Any
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": list(p.alertmanagers)}]}]},
         "scrape_configs": scrape,
     }
+
+
+def _gpu_jobs(cfg: BundleConfig) -> list[dict[str, Any]]:
+    """The dcgm-exporter job of `join: instance`; `join: pod` leaves scraping to a ServiceMonitor."""
+    g = cfg.gpu
+    if not (g.enabled and g.join == "instance" and g.exporters):
+        return []
+    return [
+        {
+            "job_name": g.job,
+            "static_configs": [
+                # The exporter's series take the instance label of the vLLM server on its host,
+                # so GPU alerts and panels line up with (and inhibit) that server's.
+                {"targets": [e.target], "labels": {"__vllm_instance": e.vllm_instance}}
+                for e in g.exporters
+            ],
+            "relabel_configs": [
+                {"source_labels": ["__address__"], "target_label": "exporter_address"},
+                {"source_labels": ["__vllm_instance"], "target_label": "instance"},
+            ],
+        }
+    ]

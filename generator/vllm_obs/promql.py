@@ -30,6 +30,11 @@ def selector(name: str, *matchers: str) -> str:
     return f"{name}{{{inner}}}" if inner else name
 
 
+def quote(text: str) -> str:
+    """A PromQL double-quoted string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def number(value: float) -> str:
     """A threshold as PromQL text: 2 not 2.0, 0.05 not 5e-02."""
     text = repr(float(value))

@@ -1,4 +1,7 @@
-"""Names of the bundle's recording rules.
+"""The bundle's shared vocabulary: recorded-series names, scopes, SLOs and burn tiers.
+
+Rules, dashboards, routing, runbooks and the mixin all speak it; `build_bundle` builds one
+`Vocabulary` per bundle and hands it down, so no artefact rebuilds names for itself.
 
 Recording rules follow Prometheus' `level:metric:operations` convention. The metric part
 is the *signal*, not the series the release happens to expose, with vLLM's `vllm:`
@@ -18,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import BundleConfig
-from ..signals import Resolution
+from .config import BundleConfig
+from .signals import Resolution
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,13 @@ class Names:
         self.lora_latest = gauge("job_instance", "vllm_lora_requests_info", "latest")
         self.lora_running = gauge("job_instance", "vllm_lora_adapters_running", "count")
         self.lora_waiting = gauge("job_instance", "vllm_lora_adapters_waiting", "count")
+        # Engine features (recorded only where the source exposes them).
+        self.spec_acceptance = ratio(level, "vllm_spec_decode_acceptance", w)
+        self.spec_accepted_length = f"{level}:vllm_spec_decode_accepted_length:mean_{w}"
+        self.spec_drafts = rate(level, "vllm_spec_decode_drafts", w)
+        self.rejections = rate("job_instance_model_reason", "vllm_admission_rejections", w)
+        self.kv_spread = gauge(level, "vllm_kv_cache_usage", "engine_spread")
+        self.waiting_spread = gauge(level, "vllm_requests_waiting", "engine_spread")
 
     def quantile(self, signal: str, q: str, level: str = "job_instance_model") -> str:
         return quantile(level, signal, q, self.window)
@@ -186,3 +196,136 @@ class Names:
 
     def bucket_rate(self, signal: str, level: str) -> str:
         return bucket_rate(level, signal, self.window)
+
+
+class GpuNames:
+    """The GPU layer's recording rules (dcgm-exporter's series tied to the vLLM server).
+
+    Per GPU: cluster (when on), instance (the vLLM server), gpu, UUID, modelName.
+    Per server: cluster (when on) and instance.
+    """
+
+    utilization = "instance_gpu:vllm_gpu_utilization:ratio"
+    memory_used_ratio = "instance_gpu:vllm_gpu_memory_used:ratio"
+    memory_used_bytes = "instance_gpu:vllm_gpu_memory_used:bytes"
+    memory_free_bytes = "instance_gpu:vllm_gpu_memory_free:bytes"
+    temperature = "instance_gpu:vllm_gpu_temperature:celsius"
+    power = "instance_gpu:vllm_gpu_power:watts"
+    xid = "instance_gpu:vllm_gpu_xid:last"
+    server_utilization = "instance:vllm_gpu_utilization:avg"
+    server_memory_used = "instance:vllm_gpu_memory_used:max_ratio"
+
+
+# -- service-level objectives ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BurnTier:
+    """One tier of the multi-window, multi-burn-rate alerts (kubernetes-mixin's four)."""
+
+    severity: str
+    for_: str
+    long: str
+    short: str
+    factor: float
+
+
+BURN_TIERS = (
+    BurnTier("critical", "2m", "1h", "5m", 14.4),
+    BurnTier("critical", "15m", "6h", "30m", 6.0),
+    BurnTier("warning", "1h", "1d", "2h", 3.0),
+    BurnTier("warning", "3h", "3d", "6h", 1.0),
+)
+# Every window a burn tier reads, shortest first: each is one recorded miss ratio per SLO.
+SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A latency SLO on one histogram: the share of events at or under `threshold`."""
+
+    key: str  # the signal whose histogram counts the events
+    label: str  # short name on panels: TTFT, TPOT
+    what: str  # in alert text: "time-to-first-token"
+    events: str  # what one observation is: "requests", "output tokens"
+    objective: float
+    threshold: float
+    setting: str  # the config key of the threshold, for errors
+
+    @property
+    def budget(self) -> float:
+        return round(1 - self.objective, 10)
+
+
+def slos(cfg: BundleConfig) -> tuple[Slo, ...]:
+    s = cfg.slo
+    return (
+        Slo(
+            "time_to_first_token",
+            "TTFT",
+            "time-to-first-token",
+            "requests",
+            s.ttft_objective,
+            s.ttft_threshold_seconds,
+            "slo.ttft_threshold_seconds",
+        ),
+        Slo(
+            "inter_token_latency",
+            "TPOT",
+            "time-per-output-token",
+            "output tokens",
+            s.itl_objective,
+            s.itl_threshold_seconds,
+            "slo.itl_threshold_seconds",
+        ),
+    )
+
+
+# -- dashboards ---------------------------------------------------------------------------
+
+# Every dashboard of a bundle, by key, with its title, in navigation order.
+DASHBOARDS = {
+    "overview": "Overview",
+    "instance": "Instance and model",
+    "kv_cache": "KV cache and scheduler",
+    "failures": "Failures",
+}
+
+
+# -- the vocabulary of one bundle ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What every artefact of one bundle shares: built once by `vocabulary()`."""
+
+    cfg: BundleConfig
+    res: Resolution
+    names: Names
+    scope: Scope  # vLLM's own series: cluster, replica and the source's server identity
+    targets: Scope  # series keyed by scrape target (log exporter, probe, GPU): no identity
+    slos: tuple[Slo, ...]  # the latency SLOs whose signal the source has
+
+    @property
+    def vllm(self) -> str:
+        """Matchers of every vLLM series query."""
+        return self.cfg.vllm_selector
+
+    @property
+    def exporter(self) -> str:
+        return self.cfg.exporter_selector
+
+    @property
+    def probe(self) -> str:
+        return self.cfg.probe_selector
+
+
+def vocabulary(res: Resolution, cfg: BundleConfig) -> Vocabulary:
+    return Vocabulary(
+        cfg=cfg,
+        res=res,
+        names=Names(cfg.alerts.rate_window),
+        scope=scope_of(cfg, res),
+        targets=scope_of(cfg),
+        slos=tuple(s for s in slos(cfg) if s.key in res.signals),
+    )

@@ -16,8 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .bundle import MANIFEST
 from .errors import BundleError
+from .layout import MANIFEST
 
 
 def write_bundle(files: dict[str, str], out: Path) -> list[str]:

@@ -3621,7 +3621,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'How fast each model spends its TPOT error budget (' + v.itlObjectiveBudgetPercent2 + ' of tokens may miss): the miss ratio over each window divided by the budget. 1 spends it exactly in the SLO period; the dashed lines are the burn factors of the budget-burn alerts (14.4 and 6 page, 3 and 1 warn, each with a short window).',
+          description: 'How fast each model spends its TPOT error budget (' + v.itlObjectiveBudgetPercent2 + ' of output tokens may miss): the miss ratio over each window divided by the budget. 1 spends it exactly in the SLO period; the dashed lines are the burn factors of the budget-burn alerts (14.4 and 6 page, 3 and 1 warn, each with a short window).',
           editable: true,
           'error': false,
           fieldConfig: {

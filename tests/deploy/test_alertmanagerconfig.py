@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-from vllm_obs.alertmanager_config import alertmanager_config
-from vllm_obs.config import load_config
 from vllm_obs.errors import BundleError
 from vllm_obs.kubernetes_manifests import ALERTMANAGER_SECRET, alertmanager_config_resource, parse_matcher
 
@@ -174,11 +172,10 @@ def test_secrets_are_references_never_values(bundles):
 
 
 def test_a_webhook_url_from_a_file_becomes_a_url_secret(tmp_path):
-    path = tmp_path / "config.yml"
-    path.write_text(
-        yaml.safe_dump({"alertmanager": {**EVERY_RECEIVER["alertmanager"], "webhook_url_file": True}})
-    )
-    resource = yaml.safe_load(alertmanager_config_resource(alertmanager_config(load_config(path)), []))
+    config = {"alertmanager": {**EVERY_RECEIVER["alertmanager"], "webhook_url_file": True}}
+    bundle = generate(tmp_path / "b", config=config)
+    routing = yaml.safe_load((bundle / "alerts" / "alertmanager.yml").read_text())
+    resource = yaml.safe_load(alertmanager_config_resource(routing, []))
     hooks = [c for r in resource["spec"]["receivers"] for c in r.get("webhookConfigs", [])]
     secret = [h for h in hooks if "urlSecret" in h]
     assert secret and all("url" not in h and "httpConfig" not in h for h in secret)
@@ -187,11 +184,11 @@ def test_a_webhook_url_from_a_file_becomes_a_url_secret(tmp_path):
 
 def test_a_routing_field_without_a_conversion_stops_generation():
     """A new alertmanager.yml feature must be converted, never silently dropped."""
-    am = alertmanager_config(load_config(None))
+    am = yaml.safe_load((REPO / "alerts" / "alertmanager.yml").read_text())
     am["route"]["routes"][0]["mute_time_intervals"] = ["nights"]
     with pytest.raises(ValueError, match="mute_time_intervals"):
         alertmanager_config_resource(am, [])
-    am = alertmanager_config(load_config(None))
+    am = yaml.safe_load((REPO / "alerts" / "alertmanager.yml").read_text())
     am["time_intervals"] = []
     with pytest.raises(ValueError, match="time_intervals"):
         alertmanager_config_resource(am, [])

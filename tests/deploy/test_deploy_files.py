@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import yaml
-from vllm_obs.dashboards.provisioning import DASHBOARD_PATH
+from vllm_obs.dashboards.render.provisioning import DASHBOARD_PATH
 
 from stack.make_secrets import ALERTMANAGER_DIR
 

@@ -23,7 +23,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from vllm_obs.cli import main as vllm_obs
-from vllm_obs.rules import gpu
+from vllm_obs.dcgm import MIB, load_dcgm
+from vllm_obs.rules.areas.gpu import GROUP as ALERT_GROUP
+from vllm_obs.rules.areas.gpu import RECORDING_GROUP
+from vllm_obs.vocabulary import GpuNames
 
 from tests.generator.test_bundle_queries import CATALOG, catalog_names, exporter_series, unexposed
 from tests.generator.test_rules import check_and_test, promtool
@@ -58,15 +61,15 @@ BUNDLES = {
     },
 }
 RECORDINGS = {
-    gpu.UTILIZATION,
-    gpu.MEMORY_USED_RATIO,
-    gpu.MEMORY_USED_BYTES,
-    gpu.MEMORY_FREE_BYTES,
-    gpu.TEMPERATURE,
-    gpu.POWER,
-    gpu.XID,
-    gpu.SERVER_UTILIZATION,
-    gpu.SERVER_MEMORY_USED,
+    GpuNames.utilization,
+    GpuNames.memory_used_ratio,
+    GpuNames.memory_used_bytes,
+    GpuNames.memory_free_bytes,
+    GpuNames.temperature,
+    GpuNames.power,
+    GpuNames.xid,
+    GpuNames.server_utilization,
+    GpuNames.server_memory_used,
 }
 
 
@@ -89,7 +92,7 @@ def page_families(path: Path) -> dict:
 
 
 def test_every_source_names_a_repository_file_and_commit():
-    dcgm = gpu.load_dcgm()
+    dcgm = load_dcgm()
     assert dcgm.sources
     for name, source in dcgm.sources.items():
         assert re.fullmatch(r"[\w.-]+/[\w.-]+", source["repository"]), name
@@ -100,13 +103,13 @@ def test_every_source_names_a_repository_file_and_commit():
 def test_the_declared_series_are_on_dcgm_exporters_pages_with_their_types():
     """The host page has FB_RESERVED (4.8.3's default file); the GPU operator page's file has not."""
     host, operator = page_families(HOST_PAGE), page_families(OPERATOR_PAGE)
-    for series in gpu.load_dcgm().series.values():
+    for series in load_dcgm().series.values():
         assert host[series.name].type == series.type, series.name
         if series.optional:
             assert series.name not in operator
         else:
             assert operator[series.name].type == series.type, series.name
-    assert [s.name for s in gpu.load_dcgm().series.values() if s.optional] == ["DCGM_FI_DEV_FB_RESERVED"]
+    assert [s.name for s in load_dcgm().series.values() if s.optional] == ["DCGM_FI_DEV_FB_RESERVED"]
 
 
 def test_the_fixtures_carry_dcgm_exporters_labels():
@@ -125,7 +128,7 @@ def test_the_fixtures_carry_dcgm_exporters_labels():
 
 
 def test_critical_xids_are_the_hardware_and_bus_faults():
-    dcgm = gpu.load_dcgm()
+    dcgm = load_dcgm()
     critical = {x.code for x in dcgm.critical}
     assert {48, 79, 95} <= critical
     assert not critical & {x.code for x in dcgm.application}
@@ -154,9 +157,9 @@ def test_the_layer_is_off_by_default_and_off_leaves_the_bundle_alone(tmp_path):
 
 def test_the_recording_rules_have_the_names_dashboards_use(bundles):
     for name in ("instance", "pod-multi-cluster"):
-        rules = groups(bundles[name], "vllm-recording.rules.yml")[gpu.RECORDING_GROUP]
+        rules = groups(bundles[name], "vllm-recording.rules.yml")[RECORDING_GROUP]
         assert {r["record"] for r in rules} == RECORDINGS
-    alerts = groups(bundles["instance"], "vllm-alerts.rules.yml")[gpu.ALERT_GROUP]
+    alerts = groups(bundles["instance"], "vllm-alerts.rules.yml")[ALERT_GROUP]
     assert sorted({r["alert"] for r in alerts}) == [
         "VllmGpuIdleWhileBusy",
         "VllmGpuMemoryNearlyFull",
@@ -170,7 +173,7 @@ def test_the_group_names_stay_unique_in_the_merged_prometheusrule(bundles, tmp_p
     for name, bundle in bundles.items():
         doc = yaml.safe_load((bundle / "kubernetes" / "generated" / "prometheusrule.yaml").read_text())
         names = [g["name"] for g in doc["spec"]["groups"]]
-        assert len(names) == len(set(names)) and gpu.RECORDING_GROUP in names and gpu.ALERT_GROUP in names
+        assert len(names) == len(set(names)) and RECORDING_GROUP in names and ALERT_GROUP in names
         merged = tmp_path / f"{name}.rules.yml"
         merged.write_text(yaml.safe_dump({"groups": doc["spec"]["groups"]}))
         checked = promtool("check", "rules", str(merged), cwd=tmp_path)
@@ -184,13 +187,13 @@ def test_per_gpu_rules_keep_the_server_the_gpu_and_the_cluster(bundles):
     ):
         rules = {
             r["record"]: r["expr"]
-            for r in groups(bundles[name], "vllm-recording.rules.yml")[gpu.RECORDING_GROUP]
+            for r in groups(bundles[name], "vllm-recording.rules.yml")[RECORDING_GROUP]
         }
         for record, expr in rules.items():
-            if record.startswith("instance_gpu:") and record != gpu.MEMORY_USED_RATIO:
+            if record.startswith("instance_gpu:") and record != GpuNames.memory_used_ratio:
                 assert expr.startswith(f"max by ({keep}) ("), (name, record)
         server = keep.removesuffix(", gpu, UUID, modelName")
-        assert rules[gpu.SERVER_UTILIZATION] == f"avg by ({server}) ({gpu.UTILIZATION})"
+        assert rules[GpuNames.server_utilization] == f"avg by ({server}) ({GpuNames.utilization})"
     for expr in rule_exprs(bundles["pod-multi-cluster"]).values():
         for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
             assert "k8s_cluster" in [label.strip() for label in clause.split(",")], clause
@@ -245,14 +248,14 @@ def gpu_problems(problems: dict[str, set[str]]) -> dict[str, set[str]]:
     return {
         where: names
         for where, names in problems.items()
-        if f":{gpu.RECORDING_GROUP}:" in where
-        or f":{gpu.ALERT_GROUP}:" in where
+        if f":{RECORDING_GROUP}:" in where
+        or f":{ALERT_GROUP}:" in where
         or any(n.startswith("DCGM_") for n in names)
     }
 
 
 def test_gpu_bundles_query_only_declared_dcgm_series(bundles, exporter):
-    declared = frozenset(gpu.load_dcgm().series)
+    declared = frozenset(load_dcgm().series)
     for name, bundle in bundles.items():
         assert gpu_problems(unexposed(bundle, default_release_names(), exporter, declared)) == {}, name
 
@@ -261,7 +264,7 @@ def test_the_check_catches_an_undeclared_dcgm_series(bundles, exporter, tmp_path
     """A check that cannot fail proves nothing: DCGM_FI_DEV_FB_TOTAL is on no shipped page."""
     bundle = bundles["instance"]
     vllm = default_release_names()
-    declared = frozenset(gpu.load_dcgm().series)
+    declared = frozenset(load_dcgm().series)
     # Without the data file's names a GPU bundle is flagged: no other source admits them.
     flagged = set().union(*gpu_problems(unexposed(bundle, vllm, exporter)).values())
     assert "DCGM_FI_DEV_XID_ERRORS" in flagged and "DCGM_FI_DEV_FB_RESERVED" in flagged
@@ -275,7 +278,7 @@ def test_the_check_catches_an_undeclared_dcgm_series(bundles, exporter, tmp_path
     (copy / "dashboards").mkdir()
     problems = gpu_problems(unexposed(copy, vllm, exporter, declared))
     assert set().union(*problems.values()) == {"DCGM_FI_DEV_FB_TOTAL"}
-    assert all(f":{gpu.RECORDING_GROUP}:" in where for where in problems)
+    assert all(f":{RECORDING_GROUP}:" in where for where in problems)
 
 
 # -- promtool ------------------------------------------------------------------------------------
@@ -365,7 +368,7 @@ def test_the_generated_tests_fail_when_a_gpu_rule_drifts(bundles, name, file, be
     path = copy / "alerts" / f"vllm-{file}.rules.yml"
     text = path.read_text()
     # Edit the GPU group only: the same text may appear in other groups.
-    marker = f"- name: {gpu.ALERT_GROUP if file == 'alerts' else gpu.RECORDING_GROUP}\n"
+    marker = f"- name: {ALERT_GROUP if file == 'alerts' else RECORDING_GROUP}\n"
     head, group = text.split(marker)
     group = group.split("\n- name: ")[0]
     assert before in group, (before, group)
@@ -422,13 +425,13 @@ def expected(page: Path, allocated: bool) -> dict[str, dict[str, float]]:
     out = {}
     for uuid in used:
         out[uuid] = {
-            gpu.UTILIZATION: values("DCGM_FI_DEV_GPU_UTIL")[uuid] / 100,
-            gpu.MEMORY_USED_BYTES: used[uuid] * gpu.MIB,
-            gpu.MEMORY_FREE_BYTES: free[uuid] * gpu.MIB,
-            gpu.MEMORY_USED_RATIO: used[uuid] / (used[uuid] + free[uuid] + reserved.get(uuid, 0)),
-            gpu.TEMPERATURE: values("DCGM_FI_DEV_GPU_TEMP")[uuid],
-            gpu.POWER: values("DCGM_FI_DEV_POWER_USAGE")[uuid],
-            gpu.XID: values("DCGM_FI_DEV_XID_ERRORS")[uuid],
+            GpuNames.utilization: values("DCGM_FI_DEV_GPU_UTIL")[uuid] / 100,
+            GpuNames.memory_used_bytes: used[uuid] * MIB,
+            GpuNames.memory_free_bytes: free[uuid] * MIB,
+            GpuNames.memory_used_ratio: used[uuid] / (used[uuid] + free[uuid] + reserved.get(uuid, 0)),
+            GpuNames.temperature: values("DCGM_FI_DEV_GPU_TEMP")[uuid],
+            GpuNames.power: values("DCGM_FI_DEV_POWER_USAGE")[uuid],
+            GpuNames.xid: values("DCGM_FI_DEV_XID_ERRORS")[uuid],
         }
     return out
 
@@ -455,7 +458,7 @@ def check_recordings(
         else:
             (sample,) = result
             per_gpu = [
-                w[gpu.UTILIZATION if "utilization" in record else gpu.MEMORY_USED_RATIO]
+                w[GpuNames.utilization if "utilization" in record else GpuNames.memory_used_ratio]
                 for w in want.values()
             ]
             value = sum(per_gpu) / len(per_gpu) if "utilization" in record else max(per_gpu)
@@ -463,7 +466,7 @@ def check_recordings(
     # The server-level series line up with vLLM's own on instance (what VllmGpuIdleWhileBusy joins on).
     on = ", ".join([*cluster, "instance"])
     joined = prom.wait_for(
-        f"job_instance_model:vllm_requests_running:sum and on ({on}) {gpu.SERVER_UTILIZATION}", timeout=60
+        f"job_instance_model:vllm_requests_running:sum and on ({on}) {GpuNames.server_utilization}", timeout=60
     )
     assert [s["metric"]["instance"] for s in joined] == [instance]
 

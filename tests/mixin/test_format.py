@@ -11,10 +11,10 @@ import random
 
 import _jsonnet
 import pytest
-from vllm_obs.dashboards.queries import regex_literal
+from vllm_obs.dashboards.panels.queries import regex_literal
 from vllm_obs.mixin.format_lib import FORMAT_LIBSONNET
 from vllm_obs.promql import number, seconds
-from vllm_obs.rules.alerts import human_seconds, percent
+from vllm_obs.rules.expressions import human_seconds, percent
 
 
 def evaluate(expr: str) -> object:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from ..config import BundleConfig
-from ..rules.names import Names
 from ..signals import Resolution
-from .common import CRIT, keep
-from .queries import Filters
+from ..vocabulary import DASHBOARDS, Vocabulary
+from .panels.common import CRIT, keep
+from .panels.queries import Filters
 from .spec import Dashboard, Panel, Query, Row
 
 
-def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
-    f = Filters(res, cfg, engine=False)
-    x = f.exporter
+def failures(v: Vocabulary) -> Dashboard:
+    res, cfg = v.res, v.cfg
+    f = Filters(v, engine=False)
     window = cfg.alerts.log_event_window
     rows = []
     if cfg.prometheus.log_exporters:
@@ -22,11 +22,7 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 description=f"{what} in the selected time range, from the vLLM logs.",
                 unit="none",
                 kind="stat",
-                queries=(
-                    Query(
-                        f'sum(increase(vllm_log_events_total{x[:-1]}, event="{event}"}}[$__range]))', title
-                    ),
-                ),
+                queries=(Query(f"sum(increase({f.log('vllm_log_events', event=event)}[$__range]))", title),),
                 thresholds=((1, CRIT),),
                 width=6,
                 height=5,
@@ -45,7 +41,7 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 unit="none",
                 kind="bars",
                 queries=(
-                    Query(f"sum by (event) (increase(vllm_log_events_total{x}[{window}]))", "{{event}}"),
+                    Query(f"sum by (event) (increase({f.log('vllm_log_events')}[{window}]))", "{{event}}"),
                 ),
                 stack=True,
                 min=0,
@@ -57,7 +53,7 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 kind="bars",
                 queries=(
                     Query(
-                        f"sum by (reason) (increase(vllm_log_startup_failures_total{x}[{window}]))",
+                        f"sum by (reason) (increase({f.log('vllm_log_startup_failures')}[{window}]))",
                         "{{reason}}",
                     ),
                 ),
@@ -72,10 +68,16 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 ),
                 unit="none",
                 queries=(
-                    Query(f"sum by ({f.per_replica}) (vllm_log_requests_running{x})", "running {{instance}}"),
-                    Query(f"sum by ({f.per_replica}) (vllm_log_requests_waiting{x})", "waiting {{instance}}"),
                     Query(
-                        f"max by ({f.per_replica}) (vllm_log_kv_cache_usage_ratio{x}) * 100",
+                        f"sum by ({f.per_replica}) ({f.log('vllm_log_requests_running')})",
+                        "running {{instance}}",
+                    ),
+                    Query(
+                        f"sum by ({f.per_replica}) ({f.log('vllm_log_requests_waiting')})",
+                        "waiting {{instance}}",
+                    ),
+                    Query(
+                        f"max by ({f.per_replica}) ({f.log('vllm_log_kv_cache_usage_ratio')}) * 100",
                         "KV cache % {{instance}}",
                     ),
                 ),
@@ -88,11 +90,12 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
                 unit="none",
                 queries=(
                     Query(
-                        f"sum by ({f.per_replica}) (rate(vllm_log_lines_total{x}[$__rate_interval]))",
+                        f"sum by ({f.per_replica}) (rate({f.log('vllm_log_lines')}[$__rate_interval]))",
                         "lines/s {{instance}}",
                     ),
                     Query(
-                        f"sum by ({f.per_replica}) (vllm_log_unread_bytes{x})", "unread bytes {{instance}}"
+                        f"sum by ({f.per_replica}) ({f.log('vllm_log_unread_bytes')})",
+                        "unread bytes {{instance}}",
                     ),
                 ),
                 min=0,
@@ -133,7 +136,7 @@ def failures(res: Resolution, cfg: BundleConfig) -> Dashboard:
     )
     return Dashboard(
         key="failures",
-        title="Failures",
+        title=DASHBOARDS["failures"],
         description="Out-of-memory errors, dead engines and failed starts from the logs, and the alerts firing.",
         rows=tuple(rows),
         variables=f.variables(),
@@ -145,7 +148,7 @@ def _progress(res: Resolution, cfg: BundleConfig, f: Filters) -> Panel | None:
     """What VllmEngineStalled judges: requests in flight while no token comes out."""
     if not res.has("generation_tokens", "requests_waiting", "requests_running"):
         return None
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     return Panel(
         title="Requests in flight vs tokens generated",
         description=(
@@ -183,7 +186,6 @@ def _corrupted(res: Resolution, f: Filters) -> Panel | None:
 
 def _probe_panels(f: Filters) -> tuple[Panel, ...]:
     """What the one-token canary request sees: the only view of an engine that hangs with /health at 200."""
-    p = f.probe
     per = f"{f.per_replica}, model_name"
     return (
         Panel(
@@ -194,8 +196,12 @@ def _probe_panels(f: Filters) -> tuple[Panel, ...]:
             ),
             unit="none",
             queries=(
-                Query(f"max by ({per}) (vllm_probe_success{p})", "probe {{instance}} {{model_name}}"),
-                Query(f"max by ({f.per_replica}) (vllm_probe_health_up{p})", "/health {{instance}}"),
+                Query(
+                    f"max by ({per}) ({f.probed('vllm_probe_success')})", "probe {{instance}} {{model_name}}"
+                ),
+                Query(
+                    f"max by ({f.per_replica}) ({f.probed('vllm_probe_health_up')})", "/health {{instance}}"
+                ),
             ),
             min=0,
             max=1,
@@ -207,7 +213,7 @@ def _probe_panels(f: Filters) -> tuple[Panel, ...]:
             queries=tuple(
                 Query(
                     f"histogram_quantile({q}, sum by ({per}, le) "
-                    f"(rate(vllm_probe_duration_seconds_bucket{p}[$__rate_interval])))",
+                    f"(rate({f.probed('vllm_probe_duration_seconds_bucket')}[$__rate_interval])))",
                     f"p{int(q * 100)} {{{{instance}}}} {{{{model_name}}}}",
                 )
                 for q in (0.5, 0.95)
@@ -224,7 +230,7 @@ def _probe_panels(f: Filters) -> tuple[Panel, ...]:
             kind="bars",
             queries=(
                 Query(
-                    f"sum by ({f.per_replica}, reason) (increase(vllm_probe_failures_total{p}[$__rate_interval]))",
+                    f"sum by ({f.per_replica}, reason) (increase({f.probed('vllm_probe_failures')}[$__rate_interval]))",
                     "{{reason}} {{instance}}",
                 ),
             ),
@@ -236,7 +242,6 @@ def _probe_panels(f: Filters) -> tuple[Panel, ...]:
 
 def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
     """Starts, stops and restarts as the log tells them: the server cannot report them itself."""
-    x = f.exporter
     built_for = ", ".join(res.source.release_versions) or "a release newer than the catalog"
     return (
         Panel(
@@ -250,7 +255,7 @@ def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             kind="bars",
             queries=(
                 Query(
-                    f"max by ({f.per_replica}, state) (vllm_log_server_state{x}) > 0",
+                    f"max by ({f.per_replica}, state) ({f.log('vllm_log_server_state')}) > 0",
                     "{{state}} {{instance}}",
                 ),
             ),
@@ -267,7 +272,7 @@ def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             unit="s",
             queries=(
                 Query(
-                    f"max by ({f.per_replica}, phase) (vllm_log_last_startup_duration_seconds{x})",
+                    f"max by ({f.per_replica}, phase) ({f.log('vllm_log_last_startup_duration_seconds')})",
                     "{{phase}} {{instance}}",
                 ),
             ),
@@ -282,7 +287,10 @@ def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             unit="none",
             kind="stat",
             queries=(
-                Query(f"max by ({f.per_replica}, version) (vllm_log_vllm_version_info{x})", "{{version}}"),
+                Query(
+                    f"max by ({f.per_replica}, version) ({f.log('vllm_log_vllm_version_info')})",
+                    "{{version}}",
+                ),
             ),
             text_mode="name",
             width=6,

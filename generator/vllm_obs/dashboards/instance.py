@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from ..config import BundleConfig
-from ..rules.names import Names
 from ..signals import Resolution
-from .common import LEGEND, error_panel, heatmap, keep, latency_panel, recorded_percentiles
-from .features import lora_panels, mfu_panels, spec_decode_panels
-from .gpu import gpu_panels
-from .process import configuration_panels, process_panels
-from .queries import Filters
+from ..vocabulary import DASHBOARDS, Vocabulary
+from .panels.common import LEGEND, error_panel, heatmap, keep, latency_panel, recorded_percentiles
+from .panels.features import lora_panels, mfu_panels, spec_decode_panels
+from .panels.gpu import gpu_panels
+from .panels.process import configuration_panels, process_panels
+from .panels.queries import Filters
 from .spec import Dashboard, Panel, Query, Row
 
 
-def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
-    f = Filters(res, cfg)
+def instance(v: Vocabulary) -> Dashboard:
+    res, cfg = v.res, v.cfg
+    f = Filters(v)
     return Dashboard(
         key="instance",
-        title="Instance and model",
+        title=DASHBOARDS["instance"],
         description=(
             "One replica and model: latency percentiles, distributions and phases, traffic and errors, "
             "request lengths, speculative decoding and LoRA adapters where on, its GPUs, the API server "
@@ -40,7 +41,7 @@ def instance(res: Resolution, cfg: BundleConfig) -> Dashboard:
 
 
 def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     a = cfg.alerts
     out: list[Panel | None] = []
     for key, title, what, warn, crit in (
@@ -61,9 +62,7 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
         ("e2e_request_latency", "End-to-end latency", "request durations", None, None),
     ):
         if key in res.signals:
-            out.append(
-                latency_panel(res, cfg, key, title, "job_instance_model", f.replica, LEGEND, warn, crit)
-            )
+            out.append(latency_panel(f, key, title, "job_instance_model", f.replica, LEGEND, warn, crit))
             out.append(heatmap(f, res[key], f"{title} distribution", what, "s"))
     phases = [
         (key, what)
@@ -101,15 +100,12 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
         )
     if "request_queue_time" in res.signals:
         out.append(
-            latency_panel(
-                res, cfg, "request_queue_time", "Queue time", "job_instance_model", f.replica, LEGEND
-            )
+            latency_panel(f, "request_queue_time", "Queue time", "job_instance_model", f.replica, LEGEND)
         )
     if "request_time_per_output_token" in res.signals:
         sig = res["request_time_per_output_token"]
         out.append(
             recorded_percentiles(
-                cfg,
                 f,
                 sig,
                 "Time per output token, per request",
@@ -121,7 +117,7 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
 
 
 def _traffic(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     out: list[Panel] = []
     if "request_success" in res.signals:
         sig = res["request_success"]
@@ -195,7 +191,7 @@ def _traffic(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
                 min=0,
             )
         )
-    out += keep(error_panel(res, cfg, f.replica, f.recorded_target))
+    out += keep(error_panel(f, f.replica, f.recorded_target))
     return tuple(out)
 
 
@@ -210,7 +206,6 @@ def _workload(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ..
         sig = res[key]
         out.append(
             recorded_percentiles(
-                cfg,
                 f,
                 sig,
                 title,

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from ..config import BundleConfig
-from ..rules.names import Names
 from ..signals import Resolution
-from .common import CRIT, LEGEND, WARN, keep, recorded_percentiles
-from .engines import engine_panels
-from .features import admission_panels, cache_panels, residency_panels
-from .kv_transfer import connector_failures, connector_panels, offload_panels
-from .queries import RATE, Filters
+from ..vocabulary import DASHBOARDS, Vocabulary
+from .panels.common import CRIT, LEGEND, WARN, keep, recorded_percentiles
+from .panels.engines import engine_panels
+from .panels.features import admission_panels, cache_panels, residency_panels
+from .panels.kv_transfer import connector_failures, connector_panels, offload_panels
+from .panels.queries import RATE, Filters
 from .spec import Dashboard, Panel, Query, Row
 
 
-def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
-    f = Filters(res, cfg)
+def kv_cache(v: Vocabulary) -> Dashboard:
+    res, cfg = v.res, v.cfg
+    f = Filters(v)
     return Dashboard(
         key="kv_cache",
-        title="KV cache and scheduler",
+        title=DASHBOARDS["kv_cache"],
         description=(
             "KV-cache usage against the queue and the batch: is memory or the scheduler the limit? With "
             "data-parallel engines, is one engine out of line? Where do prompt tokens come from, and do the "
@@ -41,7 +42,7 @@ def kv_cache(res: Resolution, cfg: BundleConfig) -> Dashboard:
 
 
 def _memory(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     a = cfg.alerts
     out: list[Panel] = []
     if "kv_cache_usage" in res.signals:
@@ -122,7 +123,7 @@ def _memory(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]
 
 
 def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     a = cfg.alerts
     out: list[Panel] = []
     if res.has("requests_waiting", "requests_running"):
@@ -167,7 +168,6 @@ def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
         sig = res["iteration_tokens"]
         out += [
             recorded_percentiles(
-                cfg,
                 f,
                 sig,
                 "Tokens per engine step",

@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 from ..config import BundleConfig
-from ..rules.names import Names, slo_miss
+from ..promql import number
 from ..signals import Resolution
-from .common import CRIT, WARN, error_panel, heatmap, keep, latency_panel, raw_percentiles, stat
-from .queries import Filters
-from .replicas import replicas_table
+from ..vocabulary import BURN_TIERS, DASHBOARDS, Names, Vocabulary, slo_miss
+from .panels.common import CRIT, WARN, error_panel, heatmap, keep, latency_panel, raw_percentiles, stat
+from .panels.queries import Filters
+from .panels.replicas import replicas_table
 from .spec import Dashboard, Panel, Query, Row
 
-# The burn factors of the multi-window alerts (kubernetes-mixin's), drawn on the burn panels.
-BURN_FACTORS = ((1.0, "yellow"), (3.0, WARN), (6.0, CRIT), (14.4, "dark-red"))
+# The burn factors of the multi-window alerts, slowest first, each with its colour on the burn panels.
+BURN_COLOURS = ("yellow", WARN, CRIT, "dark-red")
+BURN_FACTORS = tuple(zip(sorted(t.factor for t in BURN_TIERS), BURN_COLOURS, strict=True))
 
 
-def overview(res: Resolution, cfg: BundleConfig) -> Dashboard:
-    f = Filters(res, cfg, engine=False)
-    n = Names(cfg.alerts.rate_window)
+def overview(v: Vocabulary) -> Dashboard:
+    res, cfg = v.res, v.cfg
+    f = Filters(v, engine=False)
+    n = f.names
     a = cfg.alerts
     return Dashboard(
         key="overview",
-        title="Overview",
+        title=DASHBOARDS["overview"],
         description=(
             "Fleet health: targets, traffic, latency percentiles and distributions, SLOs, queue, "
             "KV cache, preemptions, errors, and every replica in one table."
@@ -152,24 +155,19 @@ def _fleet(res: Resolution, cfg: BundleConfig, f: Filters, n: Names) -> tuple[Pa
                     thresholds=((warn, WARN),) if warn else (),
                 )
             )
-    for key, label, objective, threshold in (
-        ("time_to_first_token", "TTFT", cfg.slo.ttft_objective, cfg.slo.ttft_threshold_seconds),
-        ("inter_token_latency", "TPOT", cfg.slo.itl_objective, cfg.slo.itl_threshold_seconds),
-    ):
-        if key in res.signals:
-            what = "requests" if label == "TTFT" else "output tokens"
-            out.append(
-                stat(
-                    f"{label} SLO attainment (1d)",
-                    f"Share of {what} within {threshold:g}s over the last day; the objective is {objective:.2%}.",
-                    "percentunit",
-                    f"1 - max({slo_miss(key, '1d')}{f.model})",
-                    base_color=CRIT,
-                    thresholds=((objective, "green"),),
-                    min=0,
-                    max=1,
-                )
+    for slo in f.v.slos:
+        out.append(
+            stat(
+                f"{slo.label} SLO attainment (1d)",
+                f"Share of {slo.events} within {slo.threshold:g}s over the last day; the objective is {slo.objective:.2%}.",
+                "percentunit",
+                f"1 - max({slo_miss(slo.key, '1d')}{f.model})",
+                base_color=CRIT,
+                thresholds=((slo.objective, "green"),),
+                min=0,
+                max=1,
             )
+        )
     return tuple(out)
 
 
@@ -196,7 +194,7 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
     ):
         if key not in res.signals:
             continue
-        out.append(latency_panel(res, cfg, key, title, "job_model", f.model, "{{model_name}}", warn, crit))
+        out.append(latency_panel(f, key, title, "job_model", f.model, "{{model_name}}", warn, crit))
         out.append(heatmap(f, res[key], f"{title} distribution", what, "s"))
     if "request_time_per_output_token" in res.signals:
         sig = res["request_time_per_output_token"]
@@ -216,27 +214,26 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
 
 
 def _burn(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
+    pages = " and ".join(number(t.factor) for t in BURN_TIERS if t.severity == "critical")
+    warns = " and ".join(number(t.factor) for t in BURN_TIERS if t.severity == "warning")
     out = []
-    for key, label, objective in (
-        ("time_to_first_token", "TTFT", cfg.slo.ttft_objective),
-        ("inter_token_latency", "TPOT", cfg.slo.itl_objective),
-    ):
-        if key not in res.signals:
-            continue
-        budget = round(1 - objective, 10)
+    for slo in f.v.slos:
         out.append(
             Panel(
-                title=f"{label} error-budget burn",
+                title=f"{slo.label} error-budget burn",
                 description=(
-                    f"How fast each model spends its {label} error budget ({budget:.2%} of "
-                    f"{'requests' if label == 'TTFT' else 'tokens'} may miss): the miss ratio over each window "
-                    "divided by the budget. 1 spends it exactly in the SLO period; the dashed lines are the burn "
-                    "factors of the budget-burn alerts (14.4 and 6 page, 3 and 1 warn, each with a short window)."
+                    f"How fast each model spends its {slo.label} error budget ({slo.budget:.2%} of "
+                    f"{slo.events} may miss): the miss ratio over each window divided by the budget. 1 spends "
+                    "it exactly in the SLO period; the dashed lines are the burn factors of the budget-burn "
+                    f"alerts ({pages} page, {warns} warn, each with a short window)."
                 ),
                 unit="none",
                 queries=tuple(
-                    Query(f"{slo_miss(key, window)}{f.model} / {budget:g}", f"{window} {{{{model_name}}}}")
-                    for window in ("1h", "6h", "1d", "3d")
+                    Query(
+                        f"{slo_miss(slo.key, t.long)}{f.model} / {slo.budget:g}",
+                        f"{t.long} {{{{model_name}}}}",
+                    )
+                    for t in BURN_TIERS
                 ),
                 thresholds=BURN_FACTORS,
                 min=0,
@@ -325,5 +322,5 @@ def _load(res: Resolution, cfg: BundleConfig, f: Filters, n: Names, a) -> tuple[
                 drill="kv_cache",
             )
         )
-    load += keep(error_panel(res, cfg, f.replica, f.recorded_target))
+    load += keep(error_panel(f, f.replica, f.recorded_target))
     return tuple(load)

@@ -16,12 +16,12 @@ from typing import Any
 import yaml
 
 from ..catalog import Catalog
+from ..layout import DASHBOARDS_DIR, MANIFEST
 from ..releases import parse_release, release_text
 from .findings import DoctorCannotRun
 from .grafana_vars import builtins, expand
 from .selectors import PromQLSyntaxError, Selector, selectors
 
-MANIFEST = ".vllm-obs-manifest.json"
 # Series Prometheus makes itself; the target and alerting checks look at them.
 SYNTHETIC = frozenset(
     {"up", "ALERTS", "ALERTS_FOR_STATE", "scrape_samples_scraped", "scrape_duration_seconds"}
@@ -180,7 +180,7 @@ def load(root: str | Path, catalog: Catalog) -> BundleView:
             f"the bundle in {root} has no rule files; regenerate it with `vllm-obs generate`."
         )
     dashboards = tuple(
-        _dashboard(root, f) for f in files if f.startswith("dashboards/") and f.endswith(".json")
+        _dashboard(root, f) for f in files if f.startswith(DASHBOARDS_DIR) and f.endswith(".json")
     )
     global_ = prometheus.get("global") or {}
     datasource = _read_yaml(

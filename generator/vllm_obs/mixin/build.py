@@ -21,12 +21,13 @@ import yaml
 
 from ..config import BundleConfig
 from ..dashboards.build import dashboards as build_dashboards
-from ..dashboards.grafana import render as render_dashboard
+from ..dashboards.render.grafana import render as render_dashboard
 from ..promql import number
-from ..rules.alerts import alert_groups
-from ..rules.files import _group as rule_group  # what rule_file writes, as data
+from ..rules.assembly import assemble
 from ..rules.recording import recording_groups
+from ..rules.rule_files import rule_group  # what rule_file writes, as data
 from ..signals import Resolution
+from ..vocabulary import Vocabulary, vocabulary
 from ..yamlfmt import GENERATED
 from . import emit
 from .format_lib import FORMAT_LIBSONNET
@@ -59,26 +60,29 @@ def _render(res: Resolution, cfg: BundleConfig, source: str) -> Rendered:
     """The rules and dashboards for a configuration, as the data the bundle's files hold (the rule
     files' data straight from the function rule_file writes: writing YAML and reading it back
     would give the same and take most of the time)."""
+    v = vocabulary(res, cfg)
     return Rendered(
-        alerts={"groups": [rule_group(g, cfg) for g in alert_groups(res, cfg)]},
-        rules={"groups": [rule_group(g, cfg) for g in recording_groups(res, cfg)]},
+        alerts={"groups": [rule_group(g, v) for g in assemble(v).groups]},
+        rules={"groups": [rule_group(g, v) for g in recording_groups(v)]},
         dashboards={
-            dashboard_file(d.key): json.loads(render_dashboard(d, cfg, source))
-            for d in build_dashboards(res, cfg)
+            dashboard_file(d.key): json.loads(render_dashboard(d, cfg, source)) for d in build_dashboards(v)
         },
     )
 
 
 def mixin_files(
-    res: Resolution,
-    cfg: BundleConfig,
+    v: Vocabulary,
     source: str,
     alerts: str,
     rules: str,
     dashboards: dict[str, str],
     header: list[str],
 ) -> dict[str, str]:
-    """mixin/ for the bundle whose alert and recording rule files and dashboards (by file name) are given."""
+    """mixin/ for the bundle whose alert and recording rule files and dashboards (by file name) are given.
+
+    The mixin renders the bundle again under two other configurations (every knob a sentinel,
+    multi-cluster on and off) to find where each knob lands, so it builds their vocabularies."""
+    res, cfg = v.res, v.cfg
     knobs = value_knobs()
     sentinels = sentinel_values(knobs, "\n".join([alerts, rules, *dashboards.values()]))
     on_cfg = sentinel_config(cfg, knobs, sentinels, multi=True)

@@ -30,11 +30,12 @@ from ..config import (
     PrometheusSection,
     SloSection,
 )
-from ..dashboards.queries import regex_literal
-from ..links import DASHBOARDS, dashboard_uid
+from ..dashboards.panels.queries import regex_literal
+from ..dcgm import gpu_selector
+from ..links import dashboard_uid
 from ..promql import number, seconds
-from ..rules.alerts import human_seconds, percent
-from ..rules.gpu import gpu_selector
+from ..rules.expressions import human_seconds, percent
+from ..vocabulary import DASHBOARDS
 
 
 @dataclass(frozen=True)

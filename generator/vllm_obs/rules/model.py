@@ -22,6 +22,7 @@ class Alert:
     for_: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     threshold: float | None = None  # the number the expression compares against, for the tests
+    panel: str | None = None  # title of the panel its link opens; set from its declaration
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import BundleConfig
 from ..errors import BundleError
+from ..exporter_series import PROBE, select
 from ..promql import le_matcher, selector
-from ..signals import Resolution
-from . import features, gpu
+from ..vocabulary import QUANTILES, SLO_WINDOWS, Vocabulary, by, slo_miss
+from .areas import features, gpu
 from .model import Group, Recording
-from .names import QUANTILES, Names, by, scope_of, slo_miss
-
-# The SLO windows of the multi-window, multi-burn-rate alerts (kubernetes-mixin's).
-SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 
-def recording_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
+def recording_groups(v: Vocabulary) -> list[Group]:
     # Small groups, one chain of dependent rules each: Prometheus evaluates groups side by
     # side, so a big fleet's evaluation is spread over them, and no group nears the
     # 20-rule mark of the monitoring-mixin conventions.
@@ -26,21 +22,21 @@ def recording_groups(res: Resolution, cfg: BundleConfig) -> list[Group]:
     # evaluation's rate, not the previous one.
     parts = []
     for spec in HISTOGRAMS:
-        replica, fleet = _histogram_recordings(res, cfg, spec)
+        replica, fleet = _histogram_recordings(v, spec)
         parts += [
             (f"vllm-obs.recording-{spec.short}", replica),
             (f"vllm-obs.recording-{spec.short}-fleet", fleet),
         ]
     parts += [
-        ("vllm-obs.recording-traffic", _traffic_recordings(res, cfg)),
-        ("vllm-obs.recording-saturation", _saturation_recordings(res, cfg)),
-        ("vllm-obs.recording-features", features.recordings(res, cfg) + _lora_recordings(res, cfg)),
+        ("vllm-obs.recording-traffic", _traffic_recordings(v)),
+        ("vllm-obs.recording-saturation", _saturation_recordings(v)),
+        ("vllm-obs.recording-features", features.recordings(v) + _lora_recordings(v)),
     ]
     groups = [Group(name, tuple(rules)) for name, rules in parts if rules]
-    slo = tuple(_slo_recordings(res, cfg))
+    slo = tuple(_slo_recordings(v))
     if slo:
         groups.append(Group("vllm-obs.slo", slo))
-    groups += gpu.recording_groups(res, cfg)  # empty unless gpu.enabled
+    groups += gpu.recording_groups(v)  # empty unless gpu.enabled
     return groups
 
 
@@ -73,8 +69,8 @@ HISTOGRAMS = (
 )
 
 
-def _rate_of(cfg: BundleConfig):
-    w, s = cfg.alerts.rate_window, cfg.vllm_selector
+def _rate_of(v: Vocabulary):
+    w, s = v.cfg.alerts.rate_window, v.vllm
 
     def rate_of(name: str, *extra: str) -> str:
         return f"rate({selector(name, s, *extra)}[{w}])"
@@ -82,17 +78,16 @@ def _rate_of(cfg: BundleConfig):
     return rate_of
 
 
-def _histogram_recordings(
-    res: Resolution, cfg: BundleConfig, spec: RecordedHistogram
-) -> tuple[list[Recording], list[Recording]]:
+def _histogram_recordings(v: Vocabulary, spec: RecordedHistogram) -> tuple[list[Recording], list[Recording]]:
     """Of one histogram: its statistics per replica; and, where the spec asks, the per-model
     bucket rate with p50/p95/p99 per model read from it."""
+    res = v.res
     key = spec.key
     if key not in res.signals:
         return [], []
-    n = Names(cfg.alerts.rate_window)
-    sc = scope_of(cfg, res)
-    rate_of = _rate_of(cfg)
+    n = v.names
+    sc = v.scope
+    rate_of = _rate_of(v)
     sig = res[key]
     replica_buckets = f"sum by ({by(sc.instance_model)}, le) ({rate_of(sig.bucket)})"
     replica = [
@@ -121,12 +116,13 @@ def _histogram_recordings(
     return replica, fleet
 
 
-def _traffic_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
+def _traffic_recordings(v: Vocabulary) -> list[Recording]:
     """Requests, errors, tokens, preemptions, cache hits and HTTP: rates and the ratios built on them."""
+    res, cfg = v.res, v.cfg
     w = cfg.alerts.rate_window
-    n = Names(w)
-    sc = scope_of(cfg, res)
-    rate_of = _rate_of(cfg)
+    n = v.names
+    sc = v.scope
+    rate_of = _rate_of(v)
     out: list[Recording] = []
 
     # Requests finished: the success counter (all finished_reason values) where the
@@ -140,10 +136,11 @@ def _traffic_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
     if cfg.prometheus.probes:
         # The canary probe's one-token requests are vLLM requests too; served traffic leaves
         # them out, so an idle replica that only answers the probe is still idle to alerts.
-        probe = cfg.probe_selector
+        requests = select(PROBE, "vllm_probe_requests", v.probe)
+        failures = select(PROBE, "vllm_probe_failures", v.probe)
         answered = (
-            f"sum by ({by(sc.target_model)}) (rate({selector('vllm_probe_requests_total', probe)}[{w}]))\n"
-            f"-\nsum by ({by(sc.target_model)}) (rate({selector('vllm_probe_failures_total', probe)}[{w}]))"
+            f"sum by ({by(sc.target_model)}) (rate({requests}[{w}]))\n"
+            f"-\nsum by ({by(sc.target_model)}) (rate({failures}[{w}]))"
         )
         out.append(Recording(n.probe_answered, answered))
         finished = (
@@ -200,11 +197,12 @@ def _traffic_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
     return out
 
 
-def _saturation_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
+def _saturation_recordings(v: Vocabulary) -> list[Recording]:
     """Queue, batch and KV-cache usage per replica, and the fleet's average usage."""
+    res, cfg = v.res, v.cfg
     s = cfg.vllm_selector
-    n = Names(cfg.alerts.rate_window)
-    sc = scope_of(cfg, res)
+    n = v.names
+    sc = v.scope
     out: list[Recording] = []
     # Queue and batch sizes add up across engines (data-parallel ranks) of a replica.
     for key, record in (("requests_waiting", n.requests_waiting), ("requests_running", n.requests_running)):
@@ -229,13 +227,14 @@ def _saturation_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording
 LORA_COUNT_LIMIT = 16  # adapters counted per list (max_lora is rarely larger)
 
 
-def _lora_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
+def _lora_recordings(v: Vocabulary) -> list[Recording]:
     """The current adapter lists per server, and how many adapters each holds (up to the limit)."""
+    res, cfg = v.res, v.cfg
     if "lora_requests" not in res.signals:
         return []
-    n = Names(cfg.alerts.rate_window)
+    n = v.names
     info = selector(res["lora_requests"].name, cfg.vllm_selector)
-    server = by(scope_of(cfg, res).instance)
+    server = by(v.scope.instance)
     out = [Recording(n.lora_latest, f"{info}\n== on ({server}) group_left ()\nmax by ({server}) ({info})")]
     for record, label in (
         (n.lora_running, "running_lora_adapters"),
@@ -252,32 +251,23 @@ def _lora_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
     return out
 
 
-def _slo_recordings(res: Resolution, cfg: BundleConfig) -> list[Recording]:
+def _slo_recordings(v: Vocabulary) -> list[Recording]:
     """Share of requests (TTFT) or tokens (TPOT) slower than the SLO threshold, per window."""
     out = []
-    s = cfg.vllm_selector
-    sc = scope_of(cfg)
-    for key, threshold in (
-        ("time_to_first_token", cfg.slo.ttft_threshold_seconds),
-        ("inter_token_latency", cfg.slo.itl_threshold_seconds),
-    ):
-        if key not in res.signals:
-            continue
-        sig = res[key]
-        check_slo_threshold(key, sig.buckets, threshold, res.source.origin)
+    fleet = by(v.targets.fleet_model)
+    for slo in v.slos:
+        sig = v.res[slo.key]
+        check_slo_threshold(slo.setting, sig.buckets, slo.threshold, v.res.source.origin)
         for window in SLO_WINDOWS:
-            good = f"sum by ({by(sc.fleet_model)}) (rate({selector(sig.bucket, s, le_matcher(threshold))}[{window}]))"
-            total = f"sum by ({by(sc.fleet_model)}) (rate({selector(sig.count, s)}[{window}]))"
-            out.append(Recording(slo_miss(key, window), f"1 - (\n  {good}\n/\n  ({total} > 0)\n)"))
+            good = f"sum by ({fleet}) (rate({selector(sig.bucket, v.vllm, le_matcher(slo.threshold))}[{window}]))"
+            total = f"sum by ({fleet}) (rate({selector(sig.count, v.vllm)}[{window}]))"
+            out.append(Recording(slo_miss(slo.key, window), f"1 - (\n  {good}\n/\n  ({total} > 0)\n)"))
     return out
 
 
-def check_slo_threshold(key: str, buckets: tuple[float, ...], threshold: float, origin: str) -> None:
+def check_slo_threshold(setting: str, buckets: tuple[float, ...], threshold: float, origin: str) -> None:
     """An SLO threshold must be a bucket bound, or the good-event count is a guess."""
     if buckets and not any(abs(b - threshold) < 1e-12 for b in buckets):
-        setting = (
-            "slo.ttft_threshold_seconds" if key == "time_to_first_token" else "slo.itl_threshold_seconds"
-        )
         valid = ", ".join(f"{b:g}" for b in buckets)
         raise BundleError(
             f"{setting} = {threshold:g} is not a histogram bucket bound of {origin}; pick one of: {valid}."

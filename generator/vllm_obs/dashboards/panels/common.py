@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from ..config import BundleConfig
-from ..rules.names import Names
-from ..signals import Resolution, Signal
-from ..source import Family
+from ...signals import Signal
+from ...source import Family
+from ..spec import Panel, Query
 from .queries import Filters
-from .spec import Panel, Query
 
 WARN, CRIT = "orange", "red"
 LEGEND = "{{instance}} {{model_name}}"
@@ -15,8 +13,7 @@ PERCENTILES = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))
 
 
 def latency_panel(
-    res: Resolution,
-    cfg: BundleConfig,
+    f: Filters,
     key: str,
     title: str,
     level: str,
@@ -27,9 +24,10 @@ def latency_panel(
     drill: str | None = None,
 ) -> Panel | None:
     """p50/p95/p99 from the recording rules, with the alert thresholds (p95) dashed."""
+    res, cfg = f.res, f.cfg
     if key not in res.signals:
         return None
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     queries = tuple(
         Query(f"{n.quantile(key, q, level)}{selector}", f"{q} {legend}") for q in ("p50", "p95", "p99")
     )
@@ -72,7 +70,6 @@ def raw_percentiles(
 
 
 def recorded_percentiles(
-    cfg: BundleConfig,
     f: Filters,
     sig: Signal,
     title: str,
@@ -83,11 +80,11 @@ def recorded_percentiles(
 ) -> Panel:
     """A histogram's per-replica quantiles from the recording rules, and its mean from the raw
     sums (two series per replica, cheap to read)."""
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     queries = tuple(Query(f"{n.quantile(sig.key, q)}{f.replica}", f"{q} {LEGEND}") for q in quantiles)
     return Panel(
         title=title,
-        description=f"{description} {'/'.join(quantiles)} over {cfg.alerts.rate_window}; mean over the panel's interval.",
+        description=f"{description} {'/'.join(quantiles)} over {f.cfg.alerts.rate_window}; mean over the panel's interval.",
         unit=unit,
         queries=queries + (Query(f.mean(sig, f.per_model), f"mean {LEGEND}"),),
         min=0,
@@ -110,11 +107,9 @@ def heatmap(f: Filters, sig: Signal | Family, title: str, what: str, unit: str) 
     )
 
 
-def error_panel(
-    res: Resolution, cfg: BundleConfig, replica: str, target: str, drill: str | None = None
-) -> Panel | None:
+def error_panel(f: Filters, replica: str, target: str, drill: str | None = None) -> Panel | None:
     """Share of requests failing, from the engine (finished_reason="error") and from HTTP 5xx."""
-    n = Names(cfg.alerts.rate_window)
+    res, cfg, n = f.res, f.cfg, f.names
     queries = []
     if res.reports_engine_errors:
         queries.append(Query(f"{n.request_errors}{replica}", "engine errors {{instance}} {{model_name}}"))

@@ -7,11 +7,11 @@ pinned to it, a skewed prefix cache) queues and preempts while the replica's tot
 
 from __future__ import annotations
 
-from ..config import BundleConfig
-from ..signals import Resolution
+from ...config import BundleConfig
+from ...signals import Resolution
+from ..spec import Panel, Query
 from .common import LEGEND, WARN
 from .queries import RATE, Filters
-from .spec import Panel, Query
 
 ENGINE = "{{instance}} engine {{engine}}"
 

@@ -8,12 +8,11 @@ KV transfer and offloading are in kv_transfer.py.
 
 from __future__ import annotations
 
-from ..config import BundleConfig
-from ..rules.names import Names
-from ..signals import Resolution
+from ...config import BundleConfig
+from ...signals import Resolution
+from ..spec import Panel, Query
 from .common import LEGEND, WARN, keep, latency_panel, raw_percentiles, stat
 from .queries import RATE, Filters
-from .spec import Panel, Query
 
 
 def spec_decode_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
@@ -131,8 +130,7 @@ def spec_decode_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[
         a = cfg.alerts
         out.append(
             latency_panel(
-                res,
-                cfg,
+                f,
                 "inter_token_latency",
                 "Inter-token latency with speculation",
                 "job_instance_model",
@@ -160,7 +158,7 @@ def spec_decode_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[
 def lora_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
     if "lora_requests" not in res.signals:
         return ()
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     t = f.recorded_target
     return (
         Panel(

@@ -9,13 +9,12 @@ instance variable selects a server's GPUs and its requests together.
 
 from __future__ import annotations
 
-from ..config import BundleConfig
-from ..promql import number
-from ..rules.names import Names
-from ..signals import Resolution
+from ...config import BundleConfig
+from ...promql import number
+from ...signals import Resolution
+from ..spec import Panel, Query
 from .common import CRIT, LEGEND, WARN, stat
 from .queries import Filters
-from .spec import Panel, Query
 
 GPU = "{{instance}} GPU {{gpu}} {{modelName}}"
 
@@ -28,7 +27,7 @@ def gpu_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
 
 
 def _against_load(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     g = cfg.gpu
     out = []
     queries = [Query(f"instance:vllm_gpu_utilization:avg{f.gpu}", "GPU utilisation {{instance}}")]

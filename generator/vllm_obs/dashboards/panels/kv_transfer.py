@@ -6,10 +6,10 @@ Both are KV-connector features: their series exist only when the server runs wit
 
 from __future__ import annotations
 
-from ..signals import Resolution
+from ...signals import Resolution
+from ..spec import Panel, Query
 from .common import LEGEND, WARN, raw_percentiles
 from .queries import RATE, Filters
-from .spec import Panel, Query
 
 
 def connector_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:

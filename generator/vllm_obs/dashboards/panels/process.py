@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..signals import Resolution
+from ...signals import Resolution
+from ..spec import Panel, Query
 from .common import WARN
 from .queries import RATE, Filters
-from .spec import Panel, Query
 
 # cache_config_info carries every CacheConfig field as a label; these answer "how big is the
 # KV cache and how is it laid out". Fields a release lacks are left out of the table.

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from ..config import BundleConfig
-from ..rules.names import by, scope_of
-from ..signals import Resolution, Signal
-from ..source import Family
-from .spec import Annotation, Variable
+from ...exporter_series import LOG, PROBE, select
+from ...signals import Signal
+from ...source import Family
+from ...vocabulary import Vocabulary, by
+from ..spec import Annotation, Variable
 
 RATE = "$__rate_interval"
 # What "All" of the instance variable expands to: every replica (the linter's rule).
@@ -26,13 +26,16 @@ def regex_literal(text: str) -> str:
 
 
 class Filters:
-    def __init__(self, res: Resolution, cfg: BundleConfig, engine: bool = True) -> None:
+    def __init__(self, v: Vocabulary, engine: bool = True) -> None:
         """`engine`: the dashboard has an engine variable (where the source has engines)."""
+        res, cfg = v.res, v.cfg
+        self.v = v
         self.res = res
         self.cfg = cfg
+        self.names = v.names
         anchor = res.signals.get("requests_running")
         self.engine = engine and anchor is not None and anchor.has_label("engine")
-        self.scope = scope_of(cfg, res)
+        self.scope = v.scope
         extra = cfg.prometheus.extra_selector.strip()
         self._extra = f", {extra}" if extra else ""
         cluster = self.scope.cluster
@@ -121,6 +124,14 @@ class Filters:
     @property
     def exporter(self) -> str:
         return f'{{{self._cluster}{self.cfg.exporter_selector}, {self.replica_label}=~"$instance"}}'
+
+    def log(self, family: str, **matchers: str) -> str:
+        """A log-exporter series of the selected servers (checked against the exporters' contract)."""
+        return select(LOG, family, self.exporter[1:-1], **matchers)
+
+    def probed(self, family: str, **matchers: str) -> str:
+        """A canary-probe series about the selected servers (checked against the exporters' contract)."""
+        return select(PROBE, family, self.probe[1:-1], **matchers)
 
     @property
     def gpu(self) -> str:

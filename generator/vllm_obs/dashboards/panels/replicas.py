@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from ..config import BundleConfig
-from ..rules.names import Names, by
-from ..signals import Resolution
+from ...config import BundleConfig
+from ...signals import Resolution
+from ...vocabulary import by
+from ..spec import Panel, Query
 from .queries import Filters
-from .spec import Panel, Query
 
 
 def replicas_table(res: Resolution, cfg: BundleConfig, f: Filters) -> Panel | None:
-    n = Names(cfg.alerts.rate_window)
+    n = f.names
     r = f.replica
     # (header, unit, query) for each column the source can fill, all from recording rules.
     columns: list[tuple[str, str, str]] = []

@@ -13,10 +13,10 @@ from typing import Any
 import attr
 import grafanalib.core as G
 
-from ..config import BundleConfig
-from ..links import dashboard_uid, panel_id
-from ..yamlfmt import GENERATED
-from .spec import Annotation, Dashboard, Panel, Variable
+from ...config import BundleConfig
+from ...links import dashboard_uid, panel_id
+from ...yamlfmt import GENERATED
+from ..spec import Annotation, Dashboard, Panel, Variable
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 FULL_WIDTH = 24

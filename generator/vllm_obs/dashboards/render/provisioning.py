@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import BundleConfig
+from ...config import BundleConfig
 
 # Where the compose stack and the Kubernetes manifests mount the dashboards.
 DASHBOARD_PATH = "/var/lib/grafana/dashboards/vllm-obs"

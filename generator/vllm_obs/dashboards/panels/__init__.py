@@ -1,0 +1,1 @@
+"""Panel groups and shapes the dashboards share."""

@@ -1,0 +1,291 @@
+"""Availability: a server that cannot be scraped, exposes no vLLM series, or serves nothing."""
+
+from __future__ import annotations
+
+from ...promql import selector
+from ...vocabulary import Vocabulary, by
+from ..declaration import DEAD_SERVER, Declared, Inhibition
+from ..expressions import quiet_lifecycle
+from ..model import Alert
+from ..runbook_kit import Section
+from ..scenario_kit import (
+    ELSEWHERE,
+    NEIGHBOUR,
+    REPLICA,
+    Case,
+    Check,
+    Expect,
+    Inputs,
+    boundary,
+    minutes,
+    series_text,
+)
+
+GROUP = "vllm-obs.availability"
+
+
+def declarations(v: Vocabulary) -> list[Declared]:
+    return [
+        Declared(
+            name="VllmEngineStalled",
+            build=_engine_stalled,
+            needs=("generation_tokens", "requests_waiting", "requests_running"),
+            panel="Requests in flight vs tokens generated",
+            runbook=Section(
+                meaning=(
+                    "Requests are waiting or running but no token has been generated for the whole window: "
+                    "the engine loop is hung or dead while the HTTP server still answers. On vLLM 0.8 `/health` "
+                    "keeps returning 200 in this state, and such servers have stayed in load balancers for hours."
+                ),
+                confirm=[
+                    "No tokens: `sum by (instance) (rate({generation_series}[5m])) == 0` with `{waiting}` > 0",
+                    "Log: `EngineCore encountered a fatal error.`, `Engine core proc ... died unexpectedly`, "
+                    "an NCCL `Watchdog caught collective operation timeout`, or nothing at all (a deadlock)",
+                    "`py-spy dump --pid <EngineCore pid>` shows where the loop is stuck",
+                ],
+                act=[
+                    "Restart the server: it does not recover by itself. Save the log and a py-spy dump first.",
+                    "Take the replica out of the load balancer; probe readiness with a real completion, not `/health`.",
+                ],
+            ),
+            scenarios=_stalled,
+            symptoms=(DEAD_SERVER,),
+        ),
+        Declared(
+            name="VllmTargetDown",
+            build=_target_down_rule,
+            panel="Targets down",
+            runbook=Section(
+                meaning=(
+                    "Prometheus cannot scrape the vLLM server: the process is gone or unreachable. Where a log "
+                    "exporter watches the server, a server whose log shows it starting (loading its model, not yet "
+                    "listening) or stopped on purpose (within `alerts.planned_stop_grace`) does not page; "
+                    "VllmStartupSlow and VllmRestartLoop cover starts that take too long or never finish."
+                ),
+                confirm=[
+                    "`up{{{selector}}}`; the target's error on Prometheus' Targets page",
+                    "Container or unit status and exit code: 137 is the kernel OOM killer (`dmesg`), 0 after "
+                    "an engine death (vLLM shuts down cleanly after `EngineDeadError`)",
+                    "The failures dashboard: an engine death or failed start logged just before",
+                ],
+                act=[
+                    "Restart it. Because a dead engine exits with status 0, systemd `Restart=on-failure` does "
+                    "not restart it: use `Restart=always` (Kubernetes restarts it anyway).",
+                    "If it keeps dying, follow VllmEngineDead / VllmOutOfMemory / VllmStartupFailed.",
+                ],
+            ),
+            scenarios=_target_down,
+            # An unreachable server explains its own latency, queue, cache, stall and error alerts.
+            inhibits=(Inhibition(symptoms=(DEAD_SERVER,)),),
+        ),
+        Declared(
+            name="VllmMetricsAbsent",
+            build=_metrics_absent,
+            uses=("requests_running",),
+            panel="Engines reporting",
+            runbook=Section(
+                meaning=(
+                    '`scope="job"`: Prometheus scrapes no target of the vLLM job at all, so every other '
+                    'alert is blind. `scope="target"`: a target answers scrapes but has no vLLM series: '
+                    "it is not the vLLM API port, a proxy answers instead, or vLLM's metrics are broken "
+                    "(a multiprocess `PROMETHEUS_MULTIPROC_DIR` on a bad volume)."
+                ),
+                confirm=["`up{{{selector}}}` and `count by (instance) ({running_series}{{{selector}}})`"],
+                act=[
+                    "Fix service discovery or the target list (prometheus.yml), or point the target at the "
+                    "vLLM API server's port and `/metrics`.",
+                ],
+            ),
+            scenarios=_absent,
+        ),
+    ]
+
+
+def _up(v: Vocabulary) -> str:
+    return selector("up", v.vllm)
+
+
+def _engine_stalled(v: Vocabulary) -> list[Alert]:
+    a, sc, n = v.cfg.alerts, v.scope, v.names
+    tokens = selector(v.res["generation_tokens"].name, v.vllm)
+    return [
+        Alert(
+            name="VllmEngineStalled",
+            expr=(
+                f"({n.requests_waiting} + {n.requests_running}) > 0\n"
+                f"and {sc.on_instance_model}\nsum by ({by(sc.instance_model)}) (increase({tokens}[{a.stall_window}])) == 0"
+            ),
+            for_=a.stall_for,
+            severity="critical",
+            summary="vLLM has requests in flight but generates no tokens: the engine is stuck.",
+            description=(
+                f"{{{{ $value }}}} requests are in flight on {sc.where}, yet no token was generated "
+                f"for {a.stall_window}; /health may still answer 200. Restart the server."
+            ),
+            dashboard="failures",
+        )
+    ]
+
+
+def _target_down_rule(v: Vocabulary) -> list[Alert]:
+    a, sc = v.cfg.alerts, v.scope
+    down = f"{_up(v)} == 0"
+    if v.cfg.prometheus.log_exporters:
+        # A server that is loading its model does not listen yet, and one stopped on purpose
+        # is not down: the log says which, so neither pages (VllmStartupSlow and
+        # VllmRestartLoop watch the starts; a planned stop pages once its grace is over).
+        down += f"\nunless on ({by(sc.target)})\n{quiet_lifecycle(v)}"
+    return [
+        Alert(
+            name="VllmTargetDown",
+            expr=down,
+            for_=a.target_down_for,
+            severity="critical",
+            summary="Prometheus cannot scrape a vLLM server.",
+            description=(
+                f"{sc.target_ref} (job {{{{ $labels.job }}}}) has not answered scrapes "
+                f"for {a.target_down_for}: the server is down or unreachable."
+            ),
+            dashboard="overview",
+        )
+    ]
+
+
+def _metrics_absent(v: Vocabulary) -> list[Alert]:
+    a, sc, up = v.cfg.alerts, v.scope, _up(v)
+    out = [
+        Alert(
+            name="VllmMetricsAbsent",
+            expr=f"absent({up})",
+            for_=a.metrics_absent_for,
+            severity="warning",
+            labels={"scope": "job"},
+            summary="Prometheus scrapes no vLLM target at all.",
+            description=(
+                # absent() keeps the selector's equality labels, so the job is on the alert.
+                f'No target of job "{{{{ $labels.job }}}}" has been scraped for {a.metrics_absent_for}: '
+                "service discovery or the scrape configuration is broken."
+            ),
+            dashboard="overview",
+        )
+    ]
+    if "requests_running" in v.res.signals:
+        running = selector(v.res["requests_running"].name, v.vllm)
+        out.append(
+            Alert(
+                name="VllmMetricsAbsent",
+                expr=f"{up} == 1\nunless on ({by(sc.instance)})\ngroup by ({by(sc.instance)}) ({running})",
+                for_=a.metrics_absent_for,
+                severity="warning",
+                labels={"scope": "target"},
+                summary="A vLLM target answers scrapes but exposes no vLLM series.",
+                description=(
+                    f"{sc.target_ref} answers scrapes but its vLLM series have been gone for "
+                    f"{a.metrics_absent_for}: it is not a vLLM server, or its metrics are broken."
+                ),
+                dashboard="overview",
+            )
+        )
+    return out
+
+
+# -- promtool scenarios --------------------------------------------------------------------
+
+
+def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    a = io.cfg.alerts
+    waiting, running, tokens = (
+        io.res["requests_waiting"],
+        io.res["requests_running"],
+        io.res["generation_tokens"],
+    )
+    span = minutes(a.stall_window) + minutes(rule.for_) + 5
+    stuck = Case(f"VllmEngineStalled fires when requests wait and no token comes out for {a.stall_window}")
+    io.gauge(stuck, waiting, 3, span)
+    io.gauge(stuck, running, 2, span)
+    stuck.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
+    # increase() needs two samples, so the condition starts at the second minute.
+    stuck.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, io.result(), 5)])
+    busy = Case("VllmEngineStalled stays silent while tokens keep coming")
+    io.gauge(busy, waiting, 3, span)
+    io.gauge(busy, running, 2, span)
+    io.counter(busy, tokens, 600, span)
+    busy.checks = [Check(span - 1, rule.name, [])]
+    idle = Case("VllmEngineStalled stays silent on an idle server")
+    io.gauge(idle, waiting, 0, span)
+    io.gauge(idle, running, 0, span)
+    idle.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
+    idle.checks = [Check(span - 1, rule.name, [])]
+    return [stuck, busy, idle]
+
+
+def _target_down(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    span = minutes(rule.for_) + 5
+    down = Case(f"VllmTargetDown fires after {rule.for_} of failed scrapes, for that instance only")
+    down.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"0+0x{span}")
+    down.add(series_text("up", {**io.base, **io.at_target(NEIGHBOUR)}), f"1+0x{span}")
+    labels = {**io.base, **io.at_target(REPLICA)}
+    down.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 0)])
+    up = Case("VllmTargetDown stays silent while scrapes succeed")
+    up.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1+0x{span}")
+    up.checks = [Check(span - 1, rule.name, [])]
+    cases = [down, up]
+    if io.cfg.prometheus.log_exporters:
+        cases += _target_down_lifecycle(rule, io, labels)
+    return cases
+
+
+def _target_down_lifecycle(rule: Alert, io: Inputs, labels: dict[str, str]) -> list[Case]:
+    """A server loading its model, or stopped on purpose, does not page; past the grace it does."""
+    a = io.cfg.alerts
+    span = minutes(rule.for_) + 5
+    starting = Case("VllmTargetDown stays silent while the log shows the server starting")
+    starting.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"0+0x{span}")
+    io.server_state(starting, span, "0 60", ["unknown", "loading"])
+    starting.checks = [Check(span - 1, rule.name, [])]
+    grace = minutes(a.planned_stop_grace)
+    long = grace + minutes(rule.for_) + 3
+    stopped = Case(f"VllmTargetDown stays silent for {a.planned_stop_grace} after a planned stop, then fires")
+    stopped.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1 0+0x{long}")
+    # Stopped at t=60 s: quiet while time() - 60 < grace, so the condition returns at 1 + grace.
+    io.server_state(stopped, long, "0 60", ["ready", "stopped"])
+    stopped.checks = [Check(grace, rule.name, [])] + boundary(
+        rule.name, 1 + grace, rule.for_, [Expect(rule, labels, 0)]
+    )
+    return [starting, stopped]
+
+
+def _absent(rules: list[Alert], io: Inputs) -> list[Case]:
+    cases = []
+    running = io.res.signals.get("requests_running")
+    for rule in rules:
+        span = minutes(rule.for_) + 5
+        if rule.labels["scope"] == "job":
+            gone = Case(f"VllmMetricsAbsent (job) fires when no target of the job is scraped for {rule.for_}")
+            gone.add(series_text("up", {"job": "some-other-job", "instance": "x:1"}), f"1+0x{span}")
+            gone.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, dict(io.base), 1)])
+            there = Case("VllmMetricsAbsent (job) stays silent while the job's targets are scraped")
+            there.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1+0x{span}")
+            if running is not None:
+                io.gauge(there, running, 1, span)
+            there.checks = [Check(span - 1, rule.name, [])]
+            cases += [gone, there]
+        elif running is not None:
+            empty = Case(
+                f"VllmMetricsAbsent (target) fires when a scraped target has no vLLM series for {rule.for_}"
+            )
+            empty.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1+0x{span}")
+            empty.add(series_text("up", {**io.base, **io.at_target(NEIGHBOUR)}), f"1+0x{span}")
+            io.gauge(empty, running, 1, span, instance=ELSEWHERE)
+            labels = {**io.base, **io.at_target(REPLICA)}
+            empty.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 1)])
+            cases.append(empty)
+    # Both rules share the alert name: a case must expect every firing one.
+    merged = []
+    for case in cases:
+        for check in case.checks:
+            check.alertname = rules[0].name
+        merged.append(case)
+    return merged

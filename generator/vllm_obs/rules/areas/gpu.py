@@ -1,0 +1,535 @@
+"""The GPU layer: NVIDIA's dcgm-exporter next to vLLM's own series, when `gpu.enabled`.
+
+Every GPU series is tied to the vLLM server using that GPU, so a GPU alert, panel or
+inhibition names the same `instance` as the server's own alerts:
+
+- `join: instance` (compose, one vLLM per host): the bundle's dcgm-exporter scrape job
+  (prometheus_config.py) gives the exporter's series the instance label of the server on
+  that host;
+- `join: pod` (Kubernetes): dcgm-exporter labels a GPU allocated to a container with that
+  pod's namespace and pod (`exported_namespace`/`exported_pod` once a ServiceMonitor scrapes it
+  without honorLabels, `namespace`/`pod` with it); the recording rules match those to the
+  namespace and pod of the vLLM target and take its instance.
+
+The recording rules read only the DCGM series listed in catalog/dcgm.yaml; the alerts read
+only recording rules, so alerts and panels show the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...config import BundleConfig
+from ...dcgm import GPU_LABELS, MIB, critical_codes, gpu_selector, load_dcgm
+from ...promql import number, selector
+from ...vocabulary import GpuNames as G
+from ...vocabulary import Scope, Vocabulary, by
+from ..declaration import Declared, Inhibition
+from ..expressions import percent
+from ..gpu_inputs import FB_RESERVED_MIB, FB_TOTAL_MIB, exact_total, memory_ratio, style_name, styles
+from ..model import Alert, Group, Recording
+from ..runbook_kit import Section
+from ..scenario_kit import NEIGHBOUR, REPLICA, Case, Check, Expect, Inputs, boundary, minutes, series_text
+
+# Group names: the rule files are merged into one PrometheusRule and promtool orders groups by
+# name, so the recording group and the alert group must not share one.
+RECORDING_GROUP = "vllm-obs.gpu-recording"
+GROUP = "vllm-obs.gpu"
+
+PEAK_WINDOW = "1h"  # VllmGpuIdleWhileBusy with max_num_seqs 0: running requests at their peak of this
+
+
+def declarations(v: Vocabulary) -> list[Declared]:
+    dcgm = load_dcgm()
+    critical = ", ".join(f"{x.code} ({x.text})" for x in dcgm.critical)
+    application = ", ".join(str(x.code) for x in dcgm.application)
+    on = v.cfg.gpu.enabled
+    return [
+        Declared(
+            name="VllmGpuXidError",
+            on=on,
+            build=_xid_rules,
+            panel="XID errors",
+            runbook=Section(
+                meaning=(
+                    "A GPU a vLLM server runs on reported a new XID error: the NVIDIA driver's code for a "
+                    "GPU fault. Critical for the codes that mean the hardware faulted or the GPU fell off "
+                    f"the bus: {critical}; the engine on that GPU is dead or cannot make progress, which is "
+                    "why this alert silences the server's VllmEngineDead, VllmEngineStalled, VllmEngineHung "
+                    "and VllmGpuIdleWhileBusy. Warning for any other code; NVIDIA's device plugin counts "
+                    f"{application} as application errors (an illegal memory access, a kernel that stopped) "
+                    "that leave the GPU healthy. dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` holds the *last* code until the "
+                    "driver is reset, so the alert fires when the code changes and stays "
+                    "`gpu.xid_window`; the same code twice in a row is invisible. " + _joins_text()
+                ),
+                confirm=[
+                    f"The code and GPU: `{G.xid} > 0`; the raw series with its text: `DCGM_FI_DEV_XID_ERRORS != 0` "
+                    "(newer dcgm-exporters add `err_code` and `err_msg` labels)",
+                    "The kernel log of the node: `dmesg -T | grep -i xid` (`NVRM: Xid (PCI:...): 79, ...`)",
+                    "`nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` on the node; `nvidia-smi` fails "
+                    "outright for a GPU that fell off the bus",
+                    "Whether the engine died: VllmEngineDead (silenced by the critical tier) and the log's "
+                    "`CUDA error` lines",
+                ],
+                act=[
+                    "Critical: cordon or drain the node so nothing new lands on the GPU, let the vLLM "
+                    "replicas elsewhere take the load, then reset the GPU (`nvidia-smi -r` with nothing on "
+                    "it) or reboot the node; a code that comes back after a reset means a GPU to replace.",
+                    f"Warning ({application}): the program on the GPU faulted; if the engine restarted and "
+                    "serves, collect the log lines before the crash and the request that caused it; upgrade "
+                    "vLLM if it repeats.",
+                    "A GPU that fell off the bus can vanish from the exporter entirely (DCGM skips values it "
+                    "cannot read): then only VllmTargetDown / VllmEngineDead show it.",
+                ],
+            ),
+            scenarios=_xid,
+            # A GPU that faulted or fell off the bus (critical XID) is why the engine on it died,
+            # stalls or hangs, and why its slots sit on an idle GPU: page once, for the GPU. The
+            # XID alert carries the server's instance (the join), so only that server is silenced;
+            # its latency, queue and error symptoms follow VllmEngineDead's own inhibition.
+            inhibits=(
+                Inhibition(
+                    alerts=("VllmEngineDead", "VllmEngineStalled", "VllmEngineHung", "VllmGpuIdleWhileBusy"),
+                    equal="target",
+                    severity="critical",
+                ),
+            ),
+        ),
+        Declared(
+            name="VllmGpuMemoryNearlyFull",
+            on=on,
+            build=_memory_rule,
+            panel="Framebuffer used",
+            runbook=Section(
+                meaning=(
+                    "The framebuffer of a GPU under a vLLM server has stayed more than "
+                    "`gpu.memory_full_threshold` used (used / (used + free + reserved), reserved where the "
+                    "exporter reports it). vLLM takes `--gpu-memory-utilization` (0.9 by default) of it at "
+                    "start-up for weights, activations and the KV cache, so usage above that comes from "
+                    "another process on the GPU, or from activations and CUDA graphs outgrowing the "
+                    "reserve; the next allocation may fail with CUDA out of memory (VllmOutOfMemory). "
+                    + _joins_text()
+                ),
+                confirm=[
+                    f"Used per GPU: `{G.memory_used_ratio}`, `{G.memory_used_bytes}`, `{G.memory_free_bytes}`",
+                    "Who holds it: `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
+                    "--format=csv` on the node",
+                    "vLLM's own share: `--gpu-memory-utilization` in the server's arguments",
+                ],
+                act=[
+                    "Another process: move it off the GPU; a GPU serving vLLM should hold nothing else.",
+                    "vLLM itself: lower `--gpu-memory-utilization` by 0.05 to leave headroom, or lower "
+                    "`--max-num-seqs` / `--max-num-batched-tokens`; set "
+                    "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` against fragmentation.",
+                ],
+            ),
+            scenarios=_memory,
+        ),
+        Declared(
+            name="VllmGpuIdleWhileBusy",
+            on=on,
+            build=_idle_while_busy,
+            needs=("requests_running",),
+            panel="GPU utilisation against running requests",
+            runbook=Section(
+                meaning=(
+                    "Running requests have held the server's limit (`gpu.max_num_seqs`, or with 0 their peak "
+                    f"of the last {PEAK_WINDOW}) while its GPUs were busy less than `gpu.idle_utilization_below` "
+                    "of the time for `gpu.idle_for`. Slots are taken but nobody works on them: most often "
+                    "streams whose clients stopped reading, so their requests neither finish nor free the "
+                    "slot, and every new request queues behind them. With data-parallel engines the running "
+                    "count is the server's total: set `gpu.max_num_seqs` to the engines times `--max-num-seqs`. "
+                    + _joins_text()
+                ),
+                confirm=[
+                    "Running against the limit: `{running}`; waiting: `{waiting}`",
+                    f"GPU utilisation of the server: `{G.server_utilization}`, per GPU `{G.utilization}`",
+                    "Tokens still coming out? the generation-throughput panel; none at all is VllmEngineStalled",
+                    "Open client connections to the server (`ss -tn state established '( sport = :8000 )'`): "
+                    "connections whose send queue (Send-Q) stays full are clients that stopped reading",
+                ],
+                act=[
+                    "Set a client and proxy read timeout so abandoned streams are cut, and put a request "
+                    "timeout in front of vLLM; a cut connection aborts its request and frees the slot.",
+                    "Restarting the server frees the slots at once; do it when the queue hurts.",
+                    "If the GPU is idle because it faulted, VllmGpuXidError (critical) says so and silences this.",
+                ],
+            ),
+            scenarios=_idle,
+        ),
+    ]
+
+
+def warnings(v: Vocabulary) -> list[str]:
+    g = v.cfg.gpu
+    if not (g.enabled and g.join == "pod" and g.exporters):
+        return []
+    targets = ", ".join(e.target for e in g.exporters)
+    return [
+        f"gpu.join is pod, so gpu.exporters ({targets}) is not scraped: the GPU operator's "
+        f'ServiceMonitor scrapes dcgm-exporter and the rules read job="{g.job}"; set gpu.exporters: [] '
+        "to silence this."
+    ]
+
+
+# -- recording rules ----------------------------------------------------------------------
+
+
+def _per_gpu_labels(sc: Scope) -> tuple[str, ...]:
+    return (*sc.target, *GPU_LABELS)
+
+
+def _joined(series: str, cfg: BundleConfig, sc: Scope) -> str:
+    """A DCGM series whose `instance` is the vLLM server using each GPU."""
+    raw = selector(load_dcgm().name(series), gpu_selector(cfg))
+    if cfg.gpu.join == "instance":
+        return raw  # the scrape job already set instance
+    pod = by((*((sc.cluster,) if sc.cluster else ()), "namespace", "pod"))
+    vllm = selector("up", cfg.vllm_selector)
+    # Under a ServiceMonitor without honorLabels the workload's labels are exported_*, and
+    # namespace/pod name the exporter's own pod; with honorLabels they are namespace/pod. A GPU
+    # no pod holds keeps the exporter's pod, which is no vLLM target, and drops out.
+    return (
+        f'label_replace(\n  label_replace({raw}, "namespace", "$1", "exported_namespace", "(.+)"),\n'
+        f'  "pod", "$1", "exported_pod", "(.+)"\n)\n'
+        f"* on ({pod}) group_left (instance)\n"
+        f"group by ({pod}, instance) ({vllm})"
+    )
+
+
+def _per_gpu(series: str, cfg: BundleConfig, sc: Scope, scale: str = "") -> str:
+    # One series per GPU after the join, except XID_ERRORS while its err_code label changes:
+    # max keeps the new code once the old series goes stale.
+    inner = _joined(series, cfg, sc)
+    if "\n" in inner:
+        inner = "\n  " + inner.replace("\n", "\n  ") + "\n"
+    return f"max by ({by(_per_gpu_labels(sc))}) ({inner}){scale}"
+
+
+def recording_groups(v: Vocabulary) -> list[Group]:
+    cfg = v.cfg
+    if not cfg.gpu.enabled:
+        return []
+    sc = v.targets
+    server = by(sc.target)
+    # Where the exporter has no FB_RESERVED (older or custom collectors files) the total is
+    # used + free; `or` falls back to 0 for that GPU instead of dropping it.
+    reserved = _per_gpu("DCGM_FI_DEV_FB_RESERVED", cfg, sc, f" * {MIB}")
+    rules = (
+        Recording(G.utilization, _per_gpu("DCGM_FI_DEV_GPU_UTIL", cfg, sc, " / 100")),
+        Recording(G.memory_used_bytes, _per_gpu("DCGM_FI_DEV_FB_USED", cfg, sc, f" * {MIB}")),
+        Recording(G.memory_free_bytes, _per_gpu("DCGM_FI_DEV_FB_FREE", cfg, sc, f" * {MIB}")),
+        Recording(
+            G.memory_used_ratio,
+            f"{G.memory_used_bytes}\n/\n(\n  {G.memory_used_bytes} + {G.memory_free_bytes}\n  + (\n    "
+            + reserved.replace("\n", "\n    ")
+            + f"\n    or\n    0 * {G.memory_free_bytes}\n  )\n)",
+        ),
+        Recording(G.temperature, _per_gpu("DCGM_FI_DEV_GPU_TEMP", cfg, sc)),
+        Recording(G.power, _per_gpu("DCGM_FI_DEV_POWER_USAGE", cfg, sc)),
+        Recording(G.xid, _per_gpu("DCGM_FI_DEV_XID_ERRORS", cfg, sc)),
+        Recording(G.server_utilization, f"avg by ({server}) ({G.utilization})"),
+        Recording(G.server_memory_used, f"max by ({server}) ({G.memory_used_ratio})"),
+    )
+    return [Group(RECORDING_GROUP, rules)]
+
+
+# -- alerts --------------------------------------------------------------------------------
+
+
+def _gpu_where(sc: Scope) -> str:
+    return (
+        "GPU {{ $labels.gpu }} ({{ $labels.modelName }}, {{ $labels.UUID }}) of "
+        f"{{{{ $labels.instance }}}}{sc.in_cluster}"
+    )
+
+
+def _application_codes() -> str:
+    return ", ".join(str(x.code) for x in load_dcgm().application)
+
+
+def _is_critical_xid() -> str:
+    return "(\n  " + "\n  or ".join(f"{G.xid} == {code}" for code in critical_codes()) + "\n)"
+
+
+def _changed(v: Vocabulary) -> str:
+    return f"changes({G.xid}[{v.cfg.gpu.xid_window}]) > 0"
+
+
+def _xid_rules(v: Vocabulary) -> list[Alert]:
+    sc = v.targets
+    return [
+        Alert(
+            name="VllmGpuXidError",
+            # A new non-zero code within the window; the gauge keeps its last code for good,
+            # so an old fault (or a GPU that came up with one) stays quiet.
+            expr=f"{_is_critical_xid()}\nand\n{_changed(v)}",
+            severity="critical",
+            summary="A GPU under vLLM faulted (XID error): the engine on it is dead or stuck.",
+            description=(
+                f"{_gpu_where(sc)} reported XID {{{{ $value }}}}, a code that means the hardware faulted "
+                "or the GPU fell off the bus; the vLLM engine on it cannot serve. Drain the node and reset "
+                "or replace the GPU."
+            ),
+            dashboard="instance",
+        ),
+        Alert(
+            name="VllmGpuXidError",
+            expr=f"{G.xid} > 0\nunless\n{_is_critical_xid()}\nand\n{_changed(v)}",
+            severity="warning",
+            summary="A GPU under vLLM reported an XID error.",
+            description=(
+                f"{_gpu_where(sc)} reported XID {{{{ $value }}}}, not a hardware fault; codes like "
+                f"{_application_codes()} come from the program on the GPU (an illegal memory access, a "
+                "kernel that stopped): check whether the engine survived."
+            ),
+            dashboard="instance",
+        ),
+    ]
+
+
+def _memory_rule(v: Vocabulary) -> list[Alert]:
+    g, sc = v.cfg.gpu, v.targets
+    return [
+        Alert(
+            name="VllmGpuMemoryNearlyFull",
+            expr=f"{G.memory_used_ratio} > {number(g.memory_full_threshold)}",
+            for_=g.memory_full_for,
+            severity="warning",
+            summary="A GPU under vLLM is nearly out of framebuffer memory.",
+            description=(
+                f"{{{{ $value | humanizePercentage }}}} of the framebuffer of {_gpu_where(sc)} is used "
+                f"(threshold {percent(g.memory_full_threshold)}, for {g.memory_full_for}); the next "
+                "allocation may fail with CUDA out of memory. vLLM takes --gpu-memory-utilization of it: "
+                "what comes on top is another process, or activations outgrowing vLLM's reserve."
+            ),
+            dashboard="instance",
+            threshold=g.memory_full_threshold,
+        )
+    ]
+
+
+def _idle_while_busy(v: Vocabulary) -> list[Alert]:
+    g, sc = v.cfg.gpu, v.targets
+    running = v.names.requests_running
+    if g.max_num_seqs > 0:
+        full = f"{running} >= {number(g.max_num_seqs)}"
+        limit = f"--max-num-seqs ({number(g.max_num_seqs)})"
+    else:
+        full = f"{running} > 0\nand\n{running} >= max_over_time({running}[{PEAK_WINDOW}])"
+        limit = f"their peak of the last {PEAK_WINDOW}"
+    return [
+        Alert(
+            name="VllmGpuIdleWhileBusy",
+            expr=f"{full}\nand on ({by(sc.target)})\n{G.server_utilization} < {number(g.idle_utilization_below)}",
+            for_=g.idle_for,
+            severity="warning",
+            summary="vLLM's request slots are all held while its GPUs sit idle.",
+            description=(
+                f"{{{{ $value }}}} requests are running on {sc.where}, at {limit}, while its GPUs are busy "
+                f"less than {percent(g.idle_utilization_below)} of the time, for {g.idle_for}: the slots "
+                "are held by requests nobody works on, most often streams whose clients stopped reading."
+            ),
+            dashboard="instance",
+            threshold=g.idle_utilization_below,
+        )
+    ]
+
+
+# -- runbook sections ----------------------------------------------------------------------
+
+
+def _joins_text() -> str:
+    return (
+        "The GPU is tied to the vLLM server using it: with `gpu.join: instance` (compose, one vLLM "
+        "per host) the dcgm-exporter scrape job gives the exporter's series that server's `instance`; "
+        "with `gpu.join: pod` (Kubernetes) dcgm-exporter labels each allocated GPU with its pod "
+        "(`exported_namespace`/`exported_pod` under the GPU operator's ServiceMonitor, `namespace`/`pod` "
+        "with honorLabels) and the recording rules take the `instance` of the vLLM target of that pod."
+    )
+
+
+# -- promtool scenarios --------------------------------------------------------------------
+
+
+def _xid(rules: list[Alert], io: Inputs) -> list[Case]:
+    by_severity = {r.severity: r for r in rules}
+    crit, warn = by_severity["critical"], by_severity["warning"]
+    window = minutes(io.cfg.gpu.xid_window)
+    fallen = 79
+    application = load_dcgm().application[0].code  # 13
+    at = 3  # the minute the code changes
+    span = at + window + 3
+    cases = []
+    for g in styles(io):
+        fire = Case(f"VllmGpuXidError pages when a GPU falls off the bus (XID {fallen}), {style_name(g)}")
+        g.vllm_up(fire, REPLICA, span)
+        g.vllm_up(fire, NEIGHBOUR, span)
+        g.xid(fire, REPLICA, 0, [(0, 0), (at, fallen)], span)
+        g.xid(fire, REPLICA, 1, [(0, 0)], span)
+        g.xid(fire, NEIGHBOUR, 0, [(0, 0)], span)
+        if g.join == "pod":
+            # A GPU on the same node that no pod holds: not under any vLLM server.
+            g.xid(fire, REPLICA, 7, [(0, 0), (at, fallen)], span, allocated=False)
+        expected = [Expect(crit, g.result(REPLICA, 0), fallen)]
+        # No `for`; it stays up `xid_window` after the change (both range-boundary conventions).
+        fire.checks = [
+            Check(at - 1, crit.name, []),
+            Check(at, crit.name, expected),
+            Check(at + window - 2, crit.name, expected),
+            Check(at + window, crit.name, []),
+        ]
+        cases.append(fire)
+    g = styles(io)[0]
+    later = at + 3
+    warning = Case(
+        f"VllmGpuXidError warns on XID {application} (an application error) and pages when XID {fallen} follows"
+    )
+    g.vllm_up(warning, REPLICA, span)
+    g.xid(warning, REPLICA, 0, [(0, 0), (at, application), (later, fallen)], span)
+    warning.checks = [
+        Check(at - 1, warn.name, []),
+        Check(at, warn.name, [Expect(warn, g.result(REPLICA, 0), application)]),
+        # The critical code replaces the warning: `unless` keeps the warning tier out of it.
+        Check(later, warn.name, [Expect(crit, g.result(REPLICA, 0), fallen)]),
+    ]
+    old = Case(f"VllmGpuXidError stays silent on an old XID {fallen} the gauge still holds")
+    g.vllm_up(old, REPLICA, span)
+    g.xid(old, REPLICA, 0, [(0, fallen)], span)
+    old.checks = [Check(at, crit.name, []), Check(span - 1, crit.name, [])]
+    reset = Case("VllmGpuXidError stays silent when the code goes back to 0 (driver reset)")
+    g.vllm_up(reset, REPLICA, span)
+    g.xid(reset, REPLICA, 0, [(0, fallen), (at, 0)], span)
+    reset.checks = [Check(at, crit.name, []), Check(at + 1, crit.name, [])]
+    return [*cases, warning, old, reset]
+
+
+def _used_above(threshold: float, reserved: bool) -> int:
+    """MiB used whose ratio is just above the threshold (halfway to full)."""
+    target = threshold + (1 - threshold) / 2
+    used = math.ceil(FB_TOTAL_MIB * target)
+    while memory_ratio(used, reserved) <= threshold:
+        used += 1
+    return used
+
+
+def _used_at_most(threshold: float, reserved: bool) -> int:
+    """The most MiB used whose ratio stays at or below the threshold."""
+    used = math.floor(FB_TOTAL_MIB * threshold)
+    while memory_ratio(used + 1, reserved) <= threshold:
+        used += 1
+    while memory_ratio(used, reserved) > threshold:
+        used -= 1
+    return used
+
+
+def _memory(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    threshold = io.cfg.gpu.memory_full_threshold
+    span = minutes(rule.for_) + 5
+    cases = []
+    for g in styles(io):
+        for reserved in (True, False):
+            used = _used_above(threshold, reserved)
+            ratio = memory_ratio(used, reserved)
+            exposed = "with FB_RESERVED" if reserved else "without FB_RESERVED (older collectors file)"
+            fire = Case(
+                f"VllmGpuMemoryNearlyFull fires after {rule.for_} at {ratio:.4f} used, {exposed}, {style_name(g)}"
+            )
+            g.vllm_up(fire, REPLICA, span)
+            g.vllm_up(fire, NEIGHBOUR, span)
+            g.memory(fire, REPLICA, 0, used, span, reserved)
+            g.memory(fire, REPLICA, 1, 1000, span, reserved)
+            g.memory(fire, NEIGHBOUR, 0, 1000, span, reserved)
+            fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, g.result(REPLICA, 0), ratio)])
+            cases.append(fire)
+    g = styles(io)[0]
+    exact = exact_total(threshold)
+    if exact is not None:
+        total, used = exact
+        silent = Case(f"VllmGpuMemoryNearlyFull stays silent at exactly {threshold:g} used")
+    else:
+        total, used = FB_TOTAL_MIB, _used_at_most(threshold, reserved=False)
+        silent = Case(f"VllmGpuMemoryNearlyFull stays silent at {memory_ratio(used, False):.4f} used")
+    g.vllm_up(silent, REPLICA, span)
+    g.memory(silent, REPLICA, 0, used, span, reserved=False, total=total)
+    silent.checks = [Check(span - 1, rule.name, [])]
+    cases.append(silent)
+    # Used over (used + free) is above the threshold; the reserved part belongs to the total.
+    used = _used_at_most(threshold, reserved=True)
+    if used / (FB_TOTAL_MIB - FB_RESERVED_MIB) > threshold:
+        counted = Case("VllmGpuMemoryNearlyFull counts FB_RESERVED in the total and stays silent")
+        g.vllm_up(counted, REPLICA, span)
+        g.memory(counted, REPLICA, 0, used, span, reserved=True)
+        counted.checks = [Check(span - 1, rule.name, [])]
+        cases.append(counted)
+    return cases
+
+
+def _idle(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    g_cfg = io.cfg.gpu
+    running = io.res["requests_running"]
+    limit = g_cfg.max_num_seqs if g_cfg.max_num_seqs > 0 else 8
+    idle = round(g_cfg.idle_utilization_below * 100 / 2, 9)  # percent, as DCGM reports it
+    # Exactly at the threshold (10 / 100 is the double 0.1): `<` must not hold.
+    busy = round(g_cfg.idle_utilization_below * 100, 9)
+    span = minutes(rule.for_) + 5
+    limit_text = f"--max-num-seqs {number(limit)}" if g_cfg.max_num_seqs > 0 else "their peak"
+    cases = []
+    for g in styles(io):
+        fire = Case(
+            f"VllmGpuIdleWhileBusy fires after {rule.for_} with {number(limit)} running ({limit_text}) "
+            f"and GPUs at {number(idle)}%, {style_name(g)}"
+        )
+        for who in (REPLICA, NEIGHBOUR):
+            g.vllm_up(fire, who, span)
+            io.gauge(fire, running, limit, span, instance=who)
+        for index in (0, 1):
+            g.utilization(fire, REPLICA, index, idle, span)
+            # The neighbour holds its slots too, but its GPUs work: it is merely busy.
+            g.utilization(fire, NEIGHBOUR, index, 90, span)
+        fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, io.result(), limit)])
+        cases.append(fire)
+    g = styles(io)[0]
+    working = Case(f"VllmGpuIdleWhileBusy stays silent with the GPUs at exactly {number(busy)}%")
+    g.vllm_up(working, REPLICA, span)
+    io.gauge(working, running, limit, span)
+    for index in (0, 1):
+        g.utilization(working, REPLICA, index, busy, span)
+    working.checks = [Check(span - 1, rule.name, [])]
+    cases.append(working)
+    if g_cfg.max_num_seqs > 0:
+        below = Case(f"VllmGpuIdleWhileBusy stays silent with idle GPUs and {number(limit - 1)} running")
+        g.vllm_up(below, REPLICA, span)
+        io.gauge(below, running, limit - 1, span)
+        below.checks = [Check(span - 1, rule.name, [])]
+    else:
+        # The peak (8) came at minute 0, then half as many run: below the peak while it is within
+        # the hour; once it has left the window, the held requests are the peak again.
+        peak = minutes(PEAK_WINDOW)
+        back = peak + 1 + minutes(rule.for_)
+        below = Case(
+            f"VllmGpuIdleWhileBusy waits while running requests are below their peak of the last "
+            f"{PEAK_WINDOW}, then fires once that peak is older"
+        )
+        g.vllm_up(below, REPLICA, back + 1)
+        below.add(
+            series_text(running.name, io.labels(signal=running)),
+            f"{number(limit)} {number(limit / 2)}+0x{back + 1}",
+        )
+        below.checks = [
+            Check(peak - 1, rule.name, []),
+            Check(back, rule.name, [Expect(rule, io.result(), limit / 2)]),
+        ]
+    for index in (0, 1):
+        g.utilization(below, REPLICA, index, idle, span)
+    cases.append(below)
+    empty = Case("VllmGpuIdleWhileBusy stays silent on an idle server (nothing running, GPUs idle)")
+    g.vllm_up(empty, REPLICA, span)
+    io.gauge(empty, running, 0, span)
+    for index in (0, 1):
+        g.utilization(empty, REPLICA, index, 0, span)
+    empty.checks = [Check(span - 1, rule.name, [])]
+    cases.append(empty)
+    return cases

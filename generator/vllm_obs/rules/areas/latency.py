@@ -1,0 +1,183 @@
+"""Latency: one replica's p95 time to first token or inter-token latency above its thresholds."""
+
+from __future__ import annotations
+
+from ...promql import number
+from ...vocabulary import Vocabulary
+from ..declaration import DEAD_SERVER, Declared
+from ..expressions import human_seconds, traffic
+from ..model import Alert
+from ..runbook_kit import Section
+from ..scenario_kit import (
+    NEIGHBOUR,
+    Builder,
+    Case,
+    Check,
+    Expect,
+    Inputs,
+    boundary,
+    fire_bucket,
+    minutes,
+    p95_in_bucket,
+    silent_bucket,
+)
+
+GROUP = "vllm-obs.latency"
+
+
+def declarations(v: Vocabulary) -> list[Declared]:
+    a = v.cfg.alerts
+    return [
+        Declared(
+            name="VllmHighTimeToFirstToken",
+            build=lambda v: _p95_rules(
+                v,
+                "time_to_first_token",
+                "VllmHighTimeToFirstToken",
+                "time to first token",
+                a.ttft_p95_warning_seconds,
+                a.ttft_p95_critical_seconds,
+                a.ttft_for,
+            ),
+            needs=("time_to_first_token",),
+            panel="Time to first token",
+            runbook=Section(
+                meaning=(
+                    "Users wait too long for the first token. The 95th percentile time to first token of "
+                    "one replica and model has stayed above the threshold. Time to first token is queue time "
+                    "plus prefill time, so the cause is almost always one of: requests queueing, long prompts, "
+                    "or KV-cache pressure causing preemptions."
+                ),
+                confirm=[
+                    "p95 per replica: `{ttft_p95}`",
+                    "Is it queueing? `{queue_p95}` and `{waiting}`",
+                    "Is it prefill? `{prefill_p95}` and the prompt-length panel of the *Instance and model* dashboard",
+                    "Is the KV cache full? `{kv}` (see VllmKVCachePressure)",
+                ],
+                act=[
+                    "Queue time dominates and the KV cache has room: the scheduler is the limit, raise "
+                    "`--max-num-seqs` / `--max-num-batched-tokens` (see VllmSchedulerThrottled).",
+                    "Queue time dominates and the KV cache is full: add replicas behind the load balancer, or "
+                    "shed load; one server cannot go faster.",
+                    "Prefill dominates: long prompts. Enable chunked prefill (`--enable-chunked-prefill`) so "
+                    "decodes are not blocked, and prefix caching (`--enable-prefix-caching`) for shared prompts.",
+                ],
+            ),
+            scenarios=_p95_cases("time_to_first_token"),
+            symptoms=(DEAD_SERVER,),
+        ),
+        Declared(
+            name="VllmHighTimePerOutputToken",
+            build=lambda v: _p95_rules(
+                v,
+                "inter_token_latency",
+                "VllmHighTimePerOutputToken",
+                "inter-token latency (time per output token)",
+                a.itl_p95_warning_seconds,
+                a.itl_p95_critical_seconds,
+                a.itl_for,
+            ),
+            needs=("inter_token_latency",),
+            panel="Inter-token latency",
+            runbook=Section(
+                meaning=(
+                    "Tokens stream slowly: the 95th percentile time between two output tokens of one replica "
+                    "and model has stayed above the threshold. Decode steps are slow because the batch is "
+                    "large, requests are being preempted and recomputed, or the device is contended."
+                ),
+                confirm=[
+                    "p95 per replica: `{itl_p95}`",
+                    "Batch size: `{running}`; preemptions: `{preemptions}`",
+                    "Tokens per engine step: the iteration-tokens panel of the *KV cache and scheduler* dashboard",
+                ],
+                act=[
+                    "Lower `--max-num-seqs` to trade throughput for per-token latency.",
+                    "If preemptions are high, treat the KV cache first (VllmKVCachePressure).",
+                    "Check the accelerator: thermal throttling, another process on the device, a degraded link.",
+                    "Add replicas if the load is simply more than one server can decode.",
+                ],
+            ),
+            scenarios=_p95_cases("inter_token_latency"),
+            symptoms=(DEAD_SERVER,),
+        ),
+    ]
+
+
+def _p95_rules(
+    v: Vocabulary, key: str, name: str, what: str, warn: float, crit: float, for_: str
+) -> list[Alert]:
+    sc, n = v.scope, v.names
+    return [
+        Alert(
+            name=name,
+            expr=f"{n.quantile(key, 'p95')} > {number(threshold)}\nand {sc.on_instance_model}\n{traffic(v)}",
+            for_=for_,
+            severity=severity,
+            summary=f"vLLM p95 {what} is above {human_seconds(threshold)}.",
+            description=(
+                f"p95 {what} of {sc.where} is {{{{ $value | humanizeDuration }}}} "
+                f"(threshold {human_seconds(threshold)}, for {for_})."
+            ),
+            dashboard="instance",
+            threshold=threshold,
+        )
+        for severity, threshold in (("warning", warn), ("critical", crit))
+    ]
+
+
+def _p95_cases(key: str) -> Builder:
+    def build(rules: list[Alert], io: Inputs) -> list[Case]:
+        sig = io.res[key]
+        warn, crit = sorted(rules, key=lambda r: r.severity != "warning")
+        thresholds = {r.severity: r.threshold for r in rules}
+        span = minutes(warn.for_) + 10
+        cases = []
+        for severity in ("warning", "critical"):
+            hot = fire_bucket(sig.buckets, thresholds[severity])
+            if hot is None:
+                continue
+            value = p95_in_bucket(sig.buckets, hot)
+            firing = [r for r in rules if value > thresholds[r.severity]]
+            case = Case(
+                f"{warn.name} {severity}: p95 {value:g}s > {thresholds[severity]:g}s fires after {warn.for_}"
+            )
+            io.histogram(case, sig, hot, 60, span)
+            io.histogram(case, sig, 0, 60, span, instance=NEIGHBOUR)
+            io.traffic(case, 60, span)
+            io.traffic(case, 60, span, instance=NEIGHBOUR)
+            case.checks = boundary(warn.name, 1, warn.for_, [Expect(r, io.result(), value) for r in firing])
+            cases.append(case)
+        hot = silent_bucket(sig.buckets, thresholds["warning"])
+        if hot is not None:
+            value = p95_in_bucket(sig.buckets, hot)
+            case = Case(f"{warn.name} stays silent at p95 {value:g}s <= {thresholds['warning']:g}s")
+            io.histogram(case, sig, hot, 60, span)
+            io.traffic(case, 60, span)
+            case.checks = [Check(span - 1, warn.name, [])]
+            cases.append(case)
+        if io.cfg.prometheus.probes:
+            # The canary probe's own requests are slow here, and numerous enough to pass the
+            # traffic floor; they are not served traffic, so the replica stays unjudged.
+            probe_only = Case(f"{warn.name} stays silent when the only traffic is the canary probe")
+            hot = fire_bucket(sig.buckets, thresholds["warning"])
+            if hot is not None:
+                per_min = 4.0
+                io.histogram(probe_only, sig, hot, per_min, span)
+                io.traffic(probe_only, per_min, span)
+                io.probe(probe_only, span, per_min=per_min)
+                probe_only.checks = [Check(span - 1, warn.name, [])]
+                cases.append(probe_only)
+        # Too little traffic to judge: one slow request on an idle replica stays silent.
+        idle = Case(f"{warn.name} stays silent below the traffic floor")
+        hot = fire_bucket(sig.buckets, thresholds["critical"]) or fire_bucket(
+            sig.buckets, thresholds["warning"]
+        )
+        if hot is not None:
+            rate = float(io.cfg.alerts.min_request_rate) * 60 / 2
+            io.histogram(idle, sig, hot, rate, span)
+            io.traffic(idle, rate, span)
+            idle.checks = [Check(span - 1, warn.name, [])]
+            cases.append(idle)
+        return cases
+
+    return build

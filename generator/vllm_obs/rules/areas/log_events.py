@@ -1,0 +1,232 @@
+"""Log events: what only the log tells (the engine died, ran out of memory, failed to start),
+read from the log exporter beside each server, and the exporter's own health."""
+
+from __future__ import annotations
+
+from ...exporter_series import LOG, select
+from ...promql import selector
+from ...vocabulary import Vocabulary
+from ..declaration import DEAD_SERVER, Declared, Inhibition
+from ..model import Alert
+from ..runbook_kit import Section
+from ..scenario_kit import (
+    EXPORTER_ADDRESS,
+    REPLICA,
+    Builder,
+    Case,
+    Check,
+    Expect,
+    Inputs,
+    boundary,
+    minutes,
+    series_text,
+)
+
+GROUP = "vllm-obs.log-events"
+
+# A dead engine takes its server down (vLLM exits after EngineDeadError), and a server that
+# never started is not "down" either: the same incident as the missing target.
+_DOWN = Inhibition(alerts=("VllmTargetDown", "VllmMetricsAbsent"))
+
+
+def declarations(v: Vocabulary) -> list[Declared]:
+    on = bool(v.cfg.prometheus.log_exporters)
+    return [
+        Declared(
+            name="VllmEngineDead",
+            on=on,
+            build=_event_rule(
+                "engine_dead",
+                "VllmEngineDead",
+                "The vLLM engine died.",
+                "The log of {where} shows the engine died (EngineDeadError or a dead "
+                "engine process); the first error above it is the cause.",
+            ),
+            panel="Engine deaths",
+            runbook=Section(
+                meaning=(
+                    "The log exporter saw the engine die at runtime (`EngineDeadError`, `AsyncEngineDeadError`, "
+                    "an engine process that died). A dead engine cannot report this on `/metrics`, so this "
+                    "alert comes from the logs and fires at once, without waiting."
+                ),
+                confirm=[
+                    "The log: **the first error above the first `EngineDeadError` is the cause** (the same "
+                    "failure repeats 2-4 times across engine core, workers and API server)",
+                    "Common causes: `torch.OutOfMemoryError` / `CUDA out of memory` (VllmOutOfMemory), `CUDA "
+                    "error: an illegal memory access`, an NCCL timeout, a killed process (`exit code: -9`)",
+                    '`vllm_log_events_total{{event="engine_dead"}}` on the failures dashboard',
+                ],
+                act=[
+                    "Restart the server (current releases exit on their own; make sure something restarts them).",
+                    "If one request kills it repeatedly, the `Dumping input data` lines before the crash "
+                    "identify it; upgrade vLLM or block that input.",
+                ],
+            ),
+            scenarios=_log_event("engine_dead"),
+            # A dead engine explains its own latency, queue, cache, stall and error alerts.
+            inhibits=(Inhibition(symptoms=(DEAD_SERVER,)), _DOWN),
+        ),
+        Declared(
+            name="VllmOutOfMemory",
+            on=on,
+            build=_event_rule(
+                "oom",
+                "VllmOutOfMemory",
+                "vLLM ran out of memory.",
+                "The log of {where} shows an out-of-memory error (CUDA or CPU allocator).",
+            ),
+            panel="Out of memory",
+            runbook=Section(
+                meaning=(
+                    "The log exporter saw an out-of-memory error: CUDA out of memory at runtime, vLLM's "
+                    "`not enough GPU memory` wrapper, or the CPU backend's `DefaultCPUAllocator: can't allocate "
+                    "memory`. One oversized batch can take the whole shared engine down with it."
+                ),
+                confirm=[
+                    "The log: `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...`",
+                    "Whether the engine died too (VllmEngineDead, silenced by this alert)",
+                ],
+                act=[
+                    "Leave headroom for activations: lower `--gpu-memory-utilization` by 0.05.",
+                    "Smaller batches: lower `--max-num-batched-tokens` and `--max-num-seqs`; lower `--max-model-len`.",
+                    "Fragmentation (`reserved but unallocated` is large): set "
+                    "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.",
+                    "CPU backend: raise the memory limit or lower `VLLM_CPU_KVCACHE_SPACE`.",
+                ],
+            ),
+            scenarios=_log_event("oom"),
+            # An out-of-memory that killed the engine pages once, with its cause.
+            inhibits=(Inhibition(alerts=("VllmEngineDead",)),),
+        ),
+        Declared(
+            name="VllmStartupFailed",
+            on=on,
+            build=_event_rule(
+                "startup_failed",
+                "VllmStartupFailed",
+                "vLLM failed to start.",
+                "The log of {where} shows the server failed to start (engine initialisation, "
+                "or the KV cache cannot hold --max-model-len).",
+            ),
+            panel="Failed starts",
+            runbook=Section(
+                meaning=(
+                    "The server never came up. The log exporter records why in "
+                    "`vllm_log_startup_failures_total{reason}`: the KV cache cannot hold one request of "
+                    "`--max-model-len`, no memory is left for cache blocks, the device has less free memory "
+                    "than `--gpu-memory-utilization` asks for, or engine initialisation failed."
+                ),
+                confirm=[
+                    "The log: `EngineCore failed to start.` then the root cause, e.g. `To serve at least one "
+                    "request with the model's max seq len (N), (X GiB KV cache is needed, which is larger "
+                    "than the available KV cache memory (Y GiB)`",
+                    "`RuntimeError: Engine core initialization failed. See root cause above.`",
+                ],
+                act=[
+                    "KV cache too small: lower `--max-model-len` (the error suggests a length that fits) or "
+                    "raise `--gpu-memory-utilization`.",
+                    "Free memory too low: another process holds the device; stop it or lower the utilization.",
+                    "Anything else: the traceback above `Engine core initialization failed` names it.",
+                ],
+            ),
+            scenarios=_log_event("startup_failed"),
+            inhibits=(_DOWN,),
+        ),
+        Declared(
+            name="VllmLogExporterDown",
+            on=on,
+            build=_exporter_down_rule,
+            panel="Log exporter health",
+            runbook=Section(
+                meaning=(
+                    "Prometheus cannot scrape the log exporter that watches this vLLM server. Out-of-memory, "
+                    "dead-engine and failed-start alerts for it are blind until it is back."
+                ),
+                confirm=[
+                    "`up{{{exporter_selector}}}`; the sidecar container's status and log",
+                    "Its own health: `vllm_log_read_errors_total`, `vllm_log_unread_bytes`",
+                ],
+                act=["Restart the sidecar; check that the vLLM log file or pipe is mounted where it reads."],
+            ),
+            scenarios=_exporter_down,
+        ),
+    ]
+
+
+def _event_rule(event: str, name: str, summary: str, description: str):
+    def build(v: Vocabulary) -> list[Alert]:
+        events = select(LOG, "vllm_log_events", v.exporter, event=event)
+        return [
+            # No `for`: a dead engine is not ambiguous, it pages on the first evaluation.
+            Alert(
+                name=name,
+                expr=f"increase({events}[{v.cfg.alerts.log_event_window}]) > 0",
+                severity="critical",
+                summary=summary,
+                description=description.format(where=v.targets.target_ref),
+                dashboard="failures",
+            )
+        ]
+
+    return build
+
+
+def _exporter_down_rule(v: Vocabulary) -> list[Alert]:
+    a = v.cfg.alerts
+    return [
+        Alert(
+            name="VllmLogExporterDown",
+            expr=f"{selector('up', v.exporter)} == 0",
+            for_=a.log_exporter_down_for,
+            severity="warning",
+            summary="The vLLM log exporter is down: OOM and dead-engine alerts are blind.",
+            description=(
+                f"The log exporter watching {v.targets.target_ref} has not answered scrapes for "
+                f"{a.log_exporter_down_for}."
+            ),
+            dashboard="failures",
+        )
+    ]
+
+
+# -- promtool scenarios --------------------------------------------------------------------
+
+
+def _log_event(event: str) -> Builder:
+    def build(rules: list[Alert], io: Inputs) -> list[Case]:
+        (rule,) = rules
+        job = io.cfg.prometheus.log_exporter_job
+        labels = {"job": job, **io.at_target(REPLICA), "exporter_address": EXPORTER_ADDRESS}
+        fire = Case(f"{rule.name} fires on the first evaluation after an {event} event, without waiting")
+        for other in ("oom", "engine_dead", "startup_failed", "request_error"):
+            values = "0 0 0 1 1 1 1 1" if other == event else "0+0x7"
+            fire.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
+        fire.checks = [
+            Check(2, rule.name, []),
+            Check(3, rule.name, [Expect(rule, {**labels, "event": event}, 1)]),
+        ]
+        quiet = Case(f"{rule.name} stays silent when only other events happen")
+        for other in ("oom", "engine_dead", "startup_failed", "request_error"):
+            values = "0+0x7" if other == event else "0 0 0 1 1 1 1 1"
+            quiet.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
+        quiet.checks = [Check(5, rule.name, [])]
+        return [fire, quiet]
+
+    return build
+
+
+def _exporter_down(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    labels = {
+        "job": io.cfg.prometheus.log_exporter_job,
+        **io.at_target(REPLICA),
+        "exporter_address": EXPORTER_ADDRESS,
+    }
+    span = minutes(rule.for_) + 5
+    down = Case(f"VllmLogExporterDown fires after {rule.for_} of failed scrapes")
+    down.add(series_text("up", labels), f"0+0x{span}")
+    down.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 0)])
+    up = Case("VllmLogExporterDown stays silent while the exporter answers")
+    up.add(series_text("up", labels), f"1+0x{span}")
+    up.checks = [Check(span - 1, rule.name, [])]
+    return [down, up]

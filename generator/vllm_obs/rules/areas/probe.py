@@ -1,0 +1,253 @@
+"""Probe: the canary's one-token request, which sees a hung engine while /health answers 200,
+and the probe's own health."""
+
+from __future__ import annotations
+
+from ...exporter_series import PROBE, select
+from ...promql import selector
+from ...vocabulary import Vocabulary, by
+from ..declaration import DEAD_SERVER, Declared, Inhibition
+from ..model import Alert
+from ..runbook_kit import Section
+from ..scenario_kit import (
+    NEIGHBOUR,
+    PROBE_ADDRESS,
+    REPLICA,
+    Case,
+    Check,
+    Expect,
+    Inputs,
+    boundary,
+    minutes,
+    series_text,
+)
+
+GROUP = "vllm-obs.probe"
+
+# Probe failures that mean the server cannot serve (a hang, an engine that errors), as
+# opposed to a probe the server turns away (a wrong model name or key: 4xx, bad body).
+HUNG_REASONS = "timeout|http_5xx"
+REJECTED_REASONS = "http_4xx|bad_body|error"
+
+
+def declarations(v: Vocabulary) -> list[Declared]:
+    on = bool(v.cfg.prometheus.probes)
+    return [
+        Declared(
+            name="VllmEngineHung",
+            on=on,
+            build=_engine_hung,
+            uses=("generation_tokens",),
+            panel="Canary probe success",
+            runbook=Section(
+                meaning=(
+                    "The canary probe's one-token request has failed for a while with timeouts or server errors, "
+                    "while `/health` still answers 200. The API server is alive but the engine loop serves "
+                    "nothing: an NCCL or CUDA hang, a deadlock, a stopped engine process. On vLLM 0.32 a "
+                    "stopped `EngineCore` looks exactly like this: `/health` and `/ping` answer 200, requests "
+                    "hang until the client gives up, and every engine gauge on `/metrics` freezes at its last "
+                    "value, so no metric-based alert (not even VllmEngineStalled, when it hung while idle) and "
+                    "no Kubernetes probe on `/health` sees it. A server that is merely saturated times the "
+                    "probe out too (its request waits in the queue like any other) but keeps generating "
+                    "tokens: the alert stays silent while any token came out in the last "
+                    "`alerts.hung_progress_window`, and the queue and latency alerts say why it is slow."
+                ),
+                confirm=[
+                    'The probe: `{probe_success}` is 0 and `{probe_failures}` grows with `reason="timeout"`; '
+                    "`{probe_health}` is 1",
+                    "By hand: `curl -m 10 http://HOST:PORT/v1/completions -H 'content-type: application/json' "
+                    '-d \'{{"model": "NAME", "prompt": "ping", "max_tokens": 1}}\'` times out while '
+                    "`curl http://HOST:PORT/health` answers at once",
+                    "Frozen gauges: `{running_series}` and `{waiting_series}` do not move, "
+                    "`rate({generation_series}[5m])` is 0",
+                    "Where it is stuck: `py-spy dump --pid <pid>` of the `VLLM::EngineCore` process (and of each "
+                    "`VllmWorker` process with tensor parallelism); a process in state `T` (`ps -o stat`) was "
+                    "stopped; `D` waits on the device; NCCL hangs show `Watchdog caught collective operation "
+                    "timeout` in the log after its timeout",
+                ],
+                act=[
+                    "Take the replica out of the load balancer now: it accepts connections it will never answer.",
+                    "Save the evidence first (a py-spy dump of every engine and worker process, the log), then "
+                    "restart the server; a hung engine does not recover by itself. If the probe recovers on its "
+                    "own within a minute or two (a long stop-the-world pause), do not restart, but find the pause.",
+                    "On Kubernetes, make the liveness probe a real request (an exec or HTTP check that sends one "
+                    "token with a timeout), not `/health`, so the kubelet restarts a hung pod.",
+                    "Repeated hangs under tensor parallelism: set `NCCL_DEBUG=INFO` and check the interconnect "
+                    "(XID errors on the GPU dashboard) and the driver.",
+                ],
+            ),
+            scenarios=_hung,
+            # A hung engine explains its own latency, queue, cache, stall and error alerts.
+            inhibits=(Inhibition(symptoms=(DEAD_SERVER,)),),
+        ),
+        Declared(
+            name="VllmProbeDown",
+            on=on,
+            build=_probe_down_rules,
+            panel="Canary probe failures by reason",
+            runbook=Section(
+                meaning=(
+                    '`cause="down"`: Prometheus cannot scrape a vllm-probe. `cause="rejected"`: vLLM answers the '
+                    "probe's one-token request with a 4xx or an unusable body, so the probe never succeeds. Either "
+                    "way VllmEngineHung is blind for the servers that probe watches."
+                ),
+                confirm=[
+                    "`up{{{probe_selector}}}`; the probe's own log (one line per state change per target)",
+                    "Failures by reason: `{probe_failures}`: `http_4xx` is a wrong `--model` (404) or API key "
+                    "(401), `bad_body` a proxy answering instead of vLLM",
+                ],
+                act=[
+                    "Start the probe again (it is a sidecar in the compose stack and the Kubernetes example).",
+                    "Give it the served model name (`--model`, or let it discover the first id of `/v1/models`) "
+                    "and the same API key file vLLM uses (`--api-key-file`).",
+                ],
+            ),
+            scenarios=_probe_down,
+        ),
+    ]
+
+
+def _failing(v: Vocabulary) -> str:
+    return f"max by ({by(v.targets.target_model)}) ({select(PROBE, 'vllm_probe_success', v.probe)}) == 0"
+
+
+def _failures(v: Vocabulary, reasons: str) -> str:
+    series = select(PROBE, "vllm_probe_failures", v.probe, reason=f"~{reasons}")
+    return f"sum by ({by(v.targets.target_model)}) (increase({series}[{v.cfg.alerts.hung_window}])) > 0"
+
+
+def _where(v: Vocabulary) -> str:
+    return f"{{{{ $labels.model_name }}}} on {{{{ $labels.instance }}}}{v.targets.in_cluster}"
+
+
+def _engine_hung(v: Vocabulary) -> list[Alert]:
+    a, sc = v.cfg.alerts, v.targets
+    keyed, target = by(sc.target_model), by(sc.target)
+    hung = (
+        f"{_failing(v)}\nand on ({keyed})\n{_failures(v, HUNG_REASONS)}\n"
+        f"and on ({target})\nmax by ({target}) ({select(PROBE, 'vllm_probe_health_up', v.probe)}) == 1"
+    )
+    if v.res.has("generation_tokens"):
+        # The probe's one-token request waits in vLLM's queue like any other: on a saturated
+        # server it times out too. A hung engine generates nothing; a saturated one keeps going,
+        # and the queue and latency alerts name its real cause.
+        tokens = selector(v.res["generation_tokens"].name, v.vllm)
+        hung += (
+            f"\nunless on ({target})\nsum by ({target}) (increase({tokens}[{a.hung_progress_window}])) > 0"
+        )
+    return [
+        Alert(
+            name="VllmEngineHung",
+            expr=hung,
+            for_=a.hung_for,
+            severity="critical",
+            summary="vLLM answers /health but cannot serve a one-token request: the engine is hung.",
+            description=(
+                f"The canary probe of {_where(v)} has failed for {a.hung_for} (timeouts or server errors) while "
+                "/health still answers 200. Requests hang; restart the server after taking a py-spy dump."
+            ),
+            dashboard="failures",
+        )
+    ]
+
+
+def _probe_down_rules(v: Vocabulary) -> list[Alert]:
+    a = v.cfg.alerts
+    keyed = by(v.targets.target_model)
+    return [
+        Alert(
+            name="VllmProbeDown",
+            expr=f"{selector('up', v.probe)} == 0",
+            for_=a.probe_down_for,
+            severity="warning",
+            labels={"cause": "down"},
+            summary="A vLLM canary probe is down: a hung engine would go unnoticed.",
+            description=(
+                f"The vllm-probe at {{{{ $labels.instance }}}}{v.targets.in_cluster} has not answered scrapes for "
+                f"{a.probe_down_for}, so VllmEngineHung cannot fire for the servers it watches."
+            ),
+            dashboard="failures",
+        ),
+        Alert(
+            name="VllmProbeDown",
+            expr=f"{_failing(v)}\nand on ({keyed})\n{_failures(v, REJECTED_REASONS)}",
+            for_=a.probe_down_for,
+            severity="warning",
+            labels={"cause": "rejected"},
+            summary="vLLM turns the canary probe away: a hung engine would go unnoticed.",
+            description=(
+                f"The canary probe of {_where(v)} gets 4xx or unusable answers "
+                f"for {a.probe_down_for}: check its model name and API key."
+            ),
+            dashboard="failures",
+        ),
+    ]
+
+
+# -- promtool scenarios --------------------------------------------------------------------
+
+
+def _hung(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    a = io.cfg.alerts
+    span = minutes(rule.for_) + minutes(a.hung_window) + 5
+    labels = io.probe_labels()
+    labels.pop("job"), labels.pop("probe_address")
+    hung = Case(f"VllmEngineHung fires when probes time out for {rule.for_} while /health answers 200")
+    io.probe(hung, span, failing="timeout")
+    io.probe_health(hung, span, 1)
+    io.probe(hung, span, who=NEIGHBOUR)
+    io.probe_health(hung, span, 1, who=NEIGHBOUR)
+    # increase() needs two samples: the failures show from the second minute.
+    hung.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, labels, 0)])
+    dead = Case("VllmEngineHung stays silent when /health fails too: the engine is dead, not hung")
+    io.probe(dead, span, failing="timeout")
+    io.probe_health(dead, span, 0)
+    dead.checks = [Check(span - 1, rule.name, [])]
+    refused = Case("VllmEngineHung stays silent when the probe is turned away (4xx), not hung")
+    io.probe(refused, span, failing="http_4xx")
+    io.probe_health(refused, span, 1)
+    refused.checks = [Check(span - 1, rule.name, [])]
+    fine = Case("VllmEngineHung stays silent while probes succeed")
+    io.probe(fine, span)
+    io.probe_health(fine, span, 1)
+    fine.checks = [Check(span - 1, rule.name, [])]
+    cases = [hung, dead, refused, fine]
+    if io.res.has("generation_tokens"):
+        tokens = io.res["generation_tokens"]
+        # A hung engine's counters freeze where they stood.
+        hung.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
+        saturated = Case(
+            "VllmEngineHung stays silent on a saturated server: the probe times out in the queue "
+            "while tokens keep coming"
+        )
+        io.probe(saturated, span, failing="timeout")
+        io.probe_health(saturated, span, 1)
+        io.counter(saturated, tokens, 600, span)
+        saturated.checks = [Check(span - 1, rule.name, [])]
+        cases.append(saturated)
+    return cases
+
+
+def _probe_down(rules: list[Alert], io: Inputs) -> list[Case]:
+    by_cause = {r.labels["cause"]: r for r in rules}
+    down_rule, rejected_rule = by_cause["down"], by_cause["rejected"]
+    span = minutes(down_rule.for_) + minutes(io.cfg.alerts.hung_window) + 5
+    up = {"job": io.cfg.prometheus.probe_job, "instance": PROBE_ADDRESS, "probe_address": PROBE_ADDRESS}
+    if io.scope.cluster:
+        up[io.scope.cluster] = io.at_target(REPLICA)[io.scope.cluster]
+    down = Case(f"VllmProbeDown fires after {down_rule.for_} of failed scrapes of the probe")
+    down.add(series_text("up", up), f"0+0x{span}")
+    down.checks = boundary(down_rule.name, 0, down_rule.for_, [Expect(down_rule, up, 0)])
+    rejected = Case(f"VllmProbeDown fires when vLLM answers the probe with 4xx for {rejected_rule.for_}")
+    rejected.add(series_text("up", up), f"1+0x{span}")
+    io.probe(rejected, span, failing="http_4xx")
+    io.probe_health(rejected, span, 1)
+    labels = io.probe_labels()
+    labels.pop("job"), labels.pop("probe_address")
+    rejected.checks = boundary(rejected_rule.name, 1, rejected_rule.for_, [Expect(rejected_rule, labels, 0)])
+    fine = Case("VllmProbeDown stays silent while the probe is scraped and answered")
+    fine.add(series_text("up", up), f"1+0x{span}")
+    io.probe(fine, span)
+    fine.checks = [Check(span - 1, down_rule.name, [])]
+    return [down, rejected, fine]

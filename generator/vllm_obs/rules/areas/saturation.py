@@ -1,0 +1,360 @@
+"""Saturation: the queue, the scheduler's limits, the KV cache and preemptions of one replica."""
+
+from __future__ import annotations
+
+from ...promql import number, seconds, selector
+from ...vocabulary import Vocabulary, by
+from ..declaration import DEAD_SERVER, Declared
+from ..expressions import percent, traffic
+from ..model import Alert
+from ..runbook_kit import Section
+from ..scenario_kit import NEIGHBOUR, Case, Check, Expect, Inputs, boundary, minutes
+
+GROUP = "vllm-obs.saturation"
+
+
+def declarations(v: Vocabulary) -> list[Declared]:
+    return [
+        Declared(
+            name="VllmQueueDepthHigh",
+            build=_queue_depth,
+            needs=("requests_waiting",),
+            panel="Waiting vs running",
+            runbook=Section(
+                meaning=(
+                    "Requests wait to be scheduled: the number of waiting requests of one replica and model "
+                    "has stayed above the threshold. Demand exceeds what the server admits per step. Every "
+                    "waiting request adds its wait to its time to first token within seconds, which is why this "
+                    "alert waits only `alerts.queue_for` (2m by default; 1m suits traffic whose bursts drain "
+                    "within a minute)."
+                ),
+                confirm=[
+                    "Waiting and running: `{waiting}`, `{running}`",
+                    "KV-cache usage: `{kv}`: full means memory is the limit, low means the scheduler is",
+                    "From vLLM 0.20 `vllm:num_requests_waiting_by_reason` splits capacity from deferred requests",
+                ],
+                act=[
+                    "KV cache full: add replicas, or free memory (see VllmKVCachePressure).",
+                    "KV cache has room: raise `--max-num-seqs` / `--max-num-batched-tokens` (VllmSchedulerThrottled).",
+                    "Autoscale on `vllm:num_requests_waiting` and put the replicas behind one load balancer.",
+                ],
+            ),
+            scenarios=_queue,
+            symptoms=(DEAD_SERVER,),
+        ),
+        Declared(
+            name="VllmSchedulerThrottled",
+            build=_scheduler_throttled,
+            needs=("requests_waiting", "requests_running", "kv_cache_usage"),
+            panel="Waiting vs running",
+            runbook=Section(
+                meaning=(
+                    "The queue keeps growing while the KV cache has room and requests are running: vLLM is "
+                    "not short of memory, it is capped by its scheduler limits (the maximum number of "
+                    "sequences or batched tokens per step)."
+                ),
+                confirm=[
+                    "Queue trend: `deriv({waiting}[10m])`",
+                    "KV-cache usage: `{kv}`",
+                    "Running: `{running}`",
+                ],
+                act=[
+                    "Raise `--max-num-seqs` (the running count sits at it) and/or `--max-num-batched-tokens`, "
+                    "then watch KV-cache usage and inter-token latency.",
+                ],
+            ),
+            scenarios=_throttled,
+            symptoms=(DEAD_SERVER,),
+        ),
+        Declared(
+            name="VllmKVCachePressure",
+            build=_kv_cache_pressure,
+            needs=("kv_cache_usage",),
+            panel="KV-cache usage per engine",
+            runbook=Section(
+                meaning=(
+                    "The KV cache of one replica (its fullest engine) is nearly full. New requests wait and "
+                    "running ones are preempted and recomputed, which costs latency and throughput."
+                ),
+                confirm=[
+                    "Usage per replica: `{kv}` (per engine: the raw series `{kv_series}`)",
+                    "Preemptions: `{preemptions}`",
+                    "Log: the stats line `... Running: N reqs, Waiting: M reqs, ... KV cache usage: 9x.x%`",
+                ],
+                act=[
+                    "Give the cache more memory: raise `--gpu-memory-utilization` while keeping headroom "
+                    "(0.90-0.95; too high causes out-of-memory errors at runtime).",
+                    "Shrink demand: lower `--max-model-len` to what clients really send, lower `--max-num-seqs`.",
+                    "Store more per byte: `--kv-cache-dtype fp8`, prefix caching for shared prompts.",
+                    "Spread the model: more tensor-parallel GPUs per replica, or more replicas.",
+                ],
+            ),
+            scenarios=_kv_pressure,
+            symptoms=(DEAD_SERVER,),
+        ),
+        Declared(
+            name="VllmKVCacheFillingUp",
+            build=_kv_cache_filling_up,
+            needs=("kv_cache_usage",),
+            panel="KV-cache usage per engine",
+            runbook=Section(
+                meaning=(
+                    "KV-cache usage is already high and, at the rate of the last window, will reach 100% "
+                    "within the horizon. Act before preemptions start."
+                ),
+                confirm=["Trend: `predict_linear({kv}[15m], 900)`", "Queue: `{waiting}`"],
+                act=["The remedies of VllmKVCachePressure; adding a replica now is the quickest."],
+            ),
+            scenarios=_kv_filling,
+            symptoms=(DEAD_SERVER,),
+        ),
+        Declared(
+            name="VllmPreemptions",
+            build=_preemption_ratio,
+            needs=("preemptions",),
+            panel="Preemptions per finished request",
+            runbook=Section(
+                meaning=(
+                    "vLLM preempts running requests for lack of KV-cache blocks (and recomputes them later). "
+                    "The rate is normalised by finished requests, so a busy server does not alert more."
+                ),
+                confirm=[
+                    "Preemptions per finished request: `{preemptions_ratio}`",
+                    "KV-cache usage: `{kv}`",
+                    "Log: V0 prints `Sequence group ... is preempted by PreemptionMode.RECOMPUTE mode because "
+                    "there is not enough KV cache space` (every 50th); V1 (0.12+) adds `Preemptions: N` to the "
+                    "stats line",
+                ],
+                act=[
+                    "Same as VllmKVCachePressure: more cache memory, fewer or shorter sequences, more replicas."
+                ],
+            ),
+            scenarios=_preemptions,
+            symptoms=(DEAD_SERVER,),
+        ),
+    ]
+
+
+def _queue_depth(v: Vocabulary) -> list[Alert]:
+    a, sc = v.cfg.alerts, v.scope
+    return [
+        Alert(
+            name="VllmQueueDepthHigh",
+            expr=f"{v.names.requests_waiting} > {number(a.queue_waiting_threshold)}",
+            for_=a.queue_for,
+            severity="warning",
+            summary="vLLM requests are queueing.",
+            description=(
+                f"{{{{ $value }}}} requests are waiting on {sc.where} "
+                f"(threshold {number(a.queue_waiting_threshold)}, for {a.queue_for})."
+            ),
+            dashboard="kv_cache",
+        )
+    ]
+
+
+def _scheduler_throttled(v: Vocabulary) -> list[Alert]:
+    a, sc, n = v.cfg.alerts, v.scope, v.names
+    return [
+        Alert(
+            name="VllmSchedulerThrottled",
+            expr=(
+                f"{n.requests_waiting} > 0\n"
+                f"and {sc.on_instance_model}\nderiv({n.requests_waiting}[{a.throttled_window}]) > 0\n"
+                f"and {sc.on_instance_model}\n{n.kv_cache_usage} < {number(a.throttled_kv_usage_below)}\n"
+                f"and {sc.on_instance_model}\n{n.requests_running} > 0"
+            ),
+            for_=a.throttled_for,
+            severity="warning",
+            summary="vLLM's queue grows while the KV cache has room: the scheduler limits are the bottleneck.",
+            description=(
+                f"The queue on {sc.where} has kept growing for {a.throttled_window} ({{{{ $value }}}} waiting) "
+                f"while KV-cache usage stays below {percent(a.throttled_kv_usage_below)}; "
+                "raise --max-num-seqs or --max-num-batched-tokens."
+            ),
+            dashboard="kv_cache",
+        )
+    ]
+
+
+def _kv_cache_pressure(v: Vocabulary) -> list[Alert]:
+    a, sc = v.cfg.alerts, v.scope
+    kv = v.res["kv_cache_usage"]
+    usage, engine = v.names.kv_cache_usage, ""
+    if kv.has_label("engine"):
+        # Each engine (data-parallel rank) has its own cache: name the one that fills.
+        usage = f"max by ({by(sc.instance_model)}, engine) ({selector(kv.name, v.vllm)})"
+        engine = " engine {{ $labels.engine }}"
+    return [
+        Alert(
+            name="VllmKVCachePressure",
+            expr=f"{usage} > {number(a.kv_usage_threshold)}",
+            for_=a.kv_usage_for,
+            severity="warning",
+            summary="vLLM's KV cache is nearly full.",
+            description=(
+                f"KV-cache usage of {sc.where}{engine} is {{{{ $value | humanizePercentage }}}} "
+                f"(threshold {percent(a.kv_usage_threshold)}, for {a.kv_usage_for}); "
+                "requests will be preempted."
+            ),
+            dashboard="kv_cache",
+        )
+    ]
+
+
+def _kv_cache_filling_up(v: Vocabulary) -> list[Alert]:
+    a, sc, n = v.cfg.alerts, v.scope, v.names
+    horizon = int(seconds(a.kv_predict_horizon))
+    return [
+        Alert(
+            name="VllmKVCacheFillingUp",
+            expr=(
+                f"{n.kv_cache_usage} > {number(a.kv_predict_floor)}\n"
+                f"and {sc.on_instance_model}\npredict_linear({n.kv_cache_usage}[{a.kv_predict_window}], {horizon}) >= 1"
+            ),
+            for_=a.kv_predict_for,
+            severity="warning",
+            summary="vLLM's KV cache will be full soon.",
+            description=(
+                f"KV-cache usage of {sc.where} is {{{{ $value | humanizePercentage }}}} and, at the rate of "
+                f"the last {a.kv_predict_window}, will be full within {a.kv_predict_horizon}."
+            ),
+            dashboard="kv_cache",
+        )
+    ]
+
+
+def _preemption_ratio(v: Vocabulary) -> list[Alert]:
+    a, sc = v.cfg.alerts, v.scope
+    return [
+        Alert(
+            name="VllmPreemptions",
+            expr=(
+                f"{v.names.preemptions_per_request} > {number(a.preemptions_per_request)}\n"
+                f"and {sc.on_instance_model}\n{traffic(v)}"
+            ),
+            for_=a.preemptions_for,
+            severity="warning",
+            summary="vLLM is preempting requests for lack of KV cache.",
+            description=(
+                f"{sc.where} preempts {{{{ $value | humanize }}}} times per finished request "
+                f"(threshold {number(a.preemptions_per_request)}, for {a.preemptions_for})."
+            ),
+            dashboard="kv_cache",
+        )
+    ]
+
+
+# -- promtool scenarios --------------------------------------------------------------------
+
+
+def _queue(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    threshold = io.cfg.alerts.queue_waiting_threshold
+    sig = io.res["requests_waiting"]
+    span = minutes(rule.for_) + 5
+    fire = Case(f"VllmQueueDepthHigh fires after {rule.for_} with {threshold + 1:g} waiting")
+    # Two engines (data-parallel ranks) of one replica: their queues add up.
+    if sig.has_label("engine"):
+        io.gauge(fire, sig, (threshold + 1) / 2, span, engine="0")
+        io.gauge(fire, sig, (threshold + 1) / 2, span, engine="1")
+    else:
+        io.gauge(fire, sig, threshold + 1, span)
+    io.gauge(fire, sig, 0, span, instance=NEIGHBOUR)
+    fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, io.result(), threshold + 1)])
+    silent = Case(f"VllmQueueDepthHigh stays silent at exactly {threshold:g} waiting")
+    io.gauge(silent, sig, threshold, span)
+    silent.checks = [Check(span - 1, rule.name, [])]
+    return [fire, silent]
+
+
+def _throttled(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    a = io.cfg.alerts
+    span = minutes(rule.for_) + 15
+    waiting, running, kv = io.res["requests_waiting"], io.res["requests_running"], io.res["kv_cache_usage"]
+    low, high = a.throttled_kv_usage_below * 0.5, min(1.0, a.throttled_kv_usage_below + 0.1)
+    fire = Case(f"VllmSchedulerThrottled fires when the queue grows for {rule.for_} while KV usage is low")
+    io.ramp(fire, waiting, 1, 1, span)
+    io.gauge(fire, running, 4, span)
+    io.gauge(fire, kv, low, span)
+    start, fire_at = 1, 1 + minutes(rule.for_)
+    fire.checks = boundary(rule.name, start, rule.for_, [Expect(rule, io.result(), 1 + fire_at)])
+    memory = Case("VllmSchedulerThrottled stays silent when the KV cache, not the scheduler, is the limit")
+    io.ramp(memory, waiting, 1, 1, span)
+    io.gauge(memory, running, 4, span)
+    io.gauge(memory, kv, high, span)
+    memory.checks = [Check(span - 1, rule.name, [])]
+    flat = Case("VllmSchedulerThrottled stays silent while the queue holds steady")
+    io.gauge(flat, waiting, 5, span)
+    io.gauge(flat, running, 4, span)
+    io.gauge(flat, kv, low, span)
+    flat.checks = [Check(span - 1, rule.name, [])]
+    return [fire, memory, flat]
+
+
+def _kv_pressure(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    threshold = io.cfg.alerts.kv_usage_threshold
+    sig = io.res["kv_cache_usage"]
+    span = minutes(rule.for_) + 5
+    hot = round(threshold + (1 - threshold) / 2, 6)
+    fire = Case(f"VllmKVCachePressure fires after {rule.for_} at {hot:g}, for the engine that fills")
+    io.gauge(fire, sig, hot, span, engine="0")
+    if sig.has_label("engine"):
+        # Max, not sum or average: the second engine's 0.1 must not hide the first.
+        io.gauge(fire, sig, 0.1, span, engine="1")
+    io.gauge(fire, sig, 0.1, span, instance=NEIGHBOUR)
+    # Per engine where the source has engines: the alert names the one that fills.
+    labels = {**io.result(), "engine": "0"} if sig.has_label("engine") else io.result()
+    fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, hot)])
+    cool = threshold  # exactly at the threshold: `>` must not fire
+    silent = Case(f"VllmKVCachePressure stays silent at exactly {cool:g}")
+    io.gauge(silent, sig, cool, span, engine="0")
+    if sig.has_label("engine"):
+        io.gauge(silent, sig, cool, span, engine="1")
+    silent.checks = [Check(span - 1, rule.name, [])]
+    return [fire, silent]
+
+
+def _kv_filling(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    a = io.cfg.alerts
+    sig = io.res["kv_cache_usage"]
+    horizon = seconds(a.kv_predict_horizon) / 60
+    # Rise so that the prediction crosses 1 as soon as usage passes the floor.
+    step = round(max(0.005, (1 - a.kv_predict_floor) / horizon * 1.25), 4)
+    # Start half a step off the floor so no sample lands on it exactly (float noise).
+    start = round(max(0.0, a.kv_predict_floor - step * (minutes(a.kv_predict_window) + 2.5)), 4)
+    crossing = next(m for m in range(1000) if start + step * m > a.kv_predict_floor + 1e-9)
+    span = crossing + minutes(rule.for_) + 3
+    fire = Case(f"VllmKVCacheFillingUp fires when usage above {a.kv_predict_floor:g} rises toward full")
+    io.ramp(fire, sig, start, step, span)
+    fire_at = crossing + minutes(rule.for_)
+    value = start + step * fire_at
+    fire.checks = boundary(rule.name, crossing, rule.for_, [Expect(rule, io.result(), value)])
+    steady = Case("VllmKVCacheFillingUp stays silent while high usage holds steady")
+    io.gauge(steady, sig, round((a.kv_predict_floor + 1) / 2, 6), span)
+    steady.checks = [Check(span - 1, rule.name, [])]
+    return [fire, steady]
+
+
+def _preemptions(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    limit = io.cfg.alerts.preemptions_per_request
+    sig = io.res["preemptions"]
+    span = minutes(rule.for_) + 5
+    cases = []
+    for label, factor in (("fires", 1.1), ("stays silent", 0.9)):
+        ratio = limit * factor
+        case = Case(f"VllmPreemptions {label} at {ratio:g} preemptions per request")
+        io.traffic(case, 1000, span)
+        io.counter(case, sig, round(1000 * ratio, 6), span)
+        if factor > 1:
+            case.checks = boundary(
+                rule.name, 1, rule.for_, [Expect(rule, io.result(), round(1000 * ratio, 6) / 1000)]
+            )
+        else:
+            case.checks = [Check(span - 1, rule.name, [])]
+        cases.append(case)
+    return cases

@@ -1,0 +1,55 @@
+"""One declaration per alert: everything the bundle needs to know about it, in one place.
+
+An area module (areas/) declares each of its alerts as a `Declared`: how its rules are built,
+the signals they need, the panel its link opens, its runbook section, its promtool
+scenarios, and how it takes part in inhibition. The assembler (assembly.py) builds every
+artefact from these and refuses a declaration that lacks a runbook, a scenario that fires
+and one that stays silent, or a panel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..vocabulary import Vocabulary
+from .model import Alert
+from .runbook_kit import Section
+from .scenario_kit import Builder
+
+
+@dataclass(frozen=True)
+class Inhibition:
+    """While this alert fires, it silences `alerts` and the alerts tagged with any of
+    `symptoms` that are about the same server (`equal`: "replica", the server's own labels,
+    or "target", its scrape target)."""
+
+    alerts: tuple[str, ...] = ()
+    symptoms: tuple[str, ...] = ()
+    equal: str = "replica"
+    severity: str | None = None  # only while the source alert has this severity
+
+
+@dataclass(frozen=True)
+class Declared:
+    name: str
+    # The alert's rules for this bundle (several severities or variants share the name);
+    # called only when every signal of `needs` is present.
+    build: Callable[[Vocabulary], Sequence[Alert]]
+    panel: str | None  # title of the panel its dashboard_url opens, on its rules' dashboard
+    runbook: Section | None
+    scenarios: Builder | None  # promtool cases: at least one that fires and one that stays silent
+    on: bool = True  # False: the part of the bundle it belongs to is off (no probe, no GPU layer...)
+    needs: tuple[str, ...] = ()  # signals without which the bundle has no such alert
+    uses: tuple[str, ...] = ()  # signals without which it has fewer rules (named in the warnings)
+    symptoms: tuple[str, ...] = ()  # tags other alerts' inhibitions name
+    inhibits: tuple[Inhibition, ...] = ()
+    always_fires: bool = False  # a heartbeat (Watchdog): no scenario can show it silent
+
+
+# A symptom tag: what a dead, hung or unreachable server explains on itself (its latency,
+# queue, cache, stall and error alerts); the cause's alert silences it.
+DEAD_SERVER = "dead_server"
+
+# The panel of an alert that explains itself (Watchdog): its link opens its dashboard only.
+NO_PANEL = ""

@@ -1,0 +1,64 @@
+"""promtool unit tests for every alert, from the cases its declaration builds.
+
+Each alert has cases where it fires (asserting its full labels and annotations) and where
+it must stay silent, with a check of the `for` boundary: nothing one evaluation before the
+condition has held for `for`, the alert exactly at it.
+"""
+
+from __future__ import annotations
+
+from ..vocabulary import Vocabulary
+from .assembly import Assembled
+from .gotemplate import render
+from .model import Alert
+from .rule_files import alert_annotations, alert_labels
+from .scenario_kit import Case, Expect
+
+
+def test_files(
+    assembled: Assembled, v: Vocabulary, rule_files: list[str], recording: list[str]
+) -> dict[str, dict]:
+    """One promtool test document per alert group, keyed by group name."""
+    out = {}
+    for group in assembled.groups:
+        names = list(dict.fromkeys(rule.name for rule in group.rules if isinstance(rule, Alert)))
+        tests = [_test(case, v) for name in names for case in assembled.cases[name]]
+        out[group.name] = {
+            "rule_files": rule_files,
+            "evaluation_interval": "1m",
+            # Recording groups first, as a settled Prometheus sees them; promtool's
+            # default order would let alerts read a recorded series one step late.
+            "group_eval_order": [*recording, group.name],
+            "tests": tests,
+        }
+    return out
+
+
+def _test(case: Case, v: Vocabulary) -> dict:
+    span = case.minutes
+    series = [{"series": s, "values": v} for s, v in case.series.items()]
+    for item in series:
+        # Make every series long enough for the last check.
+        values = item["values"]
+        if "x" in values and values.split("x")[-1].isdigit() and int(values.split("x")[-1]) < span:
+            item["values"] = values.rsplit("x", 1)[0] + f"x{span}"
+    return {
+        "name": case.name,
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            {
+                "eval_time": f"{check.minute}m",
+                "alertname": check.alertname,
+                "exp_alerts": [_expected(e, v) for e in check.expected],
+            }
+            for check in case.checks
+        ],
+    }
+
+
+def _expected(e: Expect, v: Vocabulary) -> dict:
+    labels = {**e.labels, **alert_labels(e.rule)}
+    full = {**labels, "alertname": e.rule.name}
+    annotations = {k: render(v, full, e.value) for k, v in alert_annotations(e.rule, v).items()}
+    return {"exp_labels": labels, "exp_annotations": annotations}

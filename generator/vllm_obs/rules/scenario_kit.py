@@ -1,0 +1,280 @@
+"""The kit promtool scenarios are written with: input series shaped like a real scrape of the
+bundle's source, cases, checks and the expected alerts.
+
+Each area module builds its alerts' cases with it; promtool_files.py turns them into
+promtool test files. The fire and silent inputs sit just above and just below the configured
+thresholds, so a user who changes a threshold gets tests that still pin it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import vllm_obs_contract
+
+from ..promql import bucket_text, equality_labels, number, seconds
+from ..signals import Signal
+from ..vocabulary import Vocabulary
+from .model import Alert
+
+MODEL = "llama-3-8b"
+REPLICA = "vllm-0:8000"
+NEIGHBOUR = "vllm-1:8000"
+# A server behind the neighbour's target (differs from NEIGHBOUR only where servers share targets).
+ELSEWHERE = "elsewhere"
+EXPORTER_ADDRESS = "vllm-log-exporter-0:9400"
+PROBE_ADDRESS = "vllm-probe-0:9401"
+# The exporters' closed label sets, from their contract: a case sets every one.
+SERVER_STATES = vllm_obs_contract.log_exporter()["vllm_log_server_state"].values("state")
+PROBE_REASONS = vllm_obs_contract.probe()["vllm_probe_failures"].values("reason")
+EXPORTER_EVENTS = vllm_obs_contract.log_exporter()["vllm_log_events"].values("event")
+
+
+@dataclass
+class Expect:
+    rule: Alert
+    labels: dict[str, str]  # the labels of the query result
+    value: float
+
+
+@dataclass
+class Check:
+    minute: int
+    alertname: str
+    expected: list[Expect]
+
+
+@dataclass
+class Case:
+    name: str
+    series: dict[str, str] = field(default_factory=dict)  # series text -> values
+    checks: list[Check] = field(default_factory=list)
+
+    def add(self, series: str, values: str) -> None:
+        self.series[series] = values
+
+    @property
+    def minutes(self) -> int:
+        return max(c.minute for c in self.checks) + 1
+
+
+def minutes(duration: str | None) -> int:
+    return int(seconds(duration) // 60) if duration else 0
+
+
+def series_text(name: str, labels: dict[str, str]) -> str:
+    _check_exporter_series(name, labels)
+    inner = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+class Inputs:
+    """Builds input series with the labels a real scrape of this source would carry."""
+
+    def __init__(self, v: Vocabulary) -> None:
+        self.v = v
+        self.res = v.res
+        self.cfg = v.cfg
+        self.base = {"job": v.cfg.prometheus.vllm_job, **equality_labels(v.cfg.prometheus.extra_selector)}
+        self.scope = v.scope
+
+    def at_target(self, who: str = REPLICA) -> dict[str, str]:
+        """Labels of a scrape target (REPLICA or NEIGHBOUR).
+
+        With multi-cluster on, the neighbour is the replica's namesake in another cluster, so
+        every case that checks one replica against its neighbour also proves that an
+        aggregation or a join never merges two clusters' servers of the same name.
+        """
+        sc = self.scope
+        who = NEIGHBOUR if who == ELSEWHERE else who
+        if sc.cluster:
+            return {sc.cluster: "east" if who == REPLICA else "west", sc.replica: REPLICA}
+        return {sc.replica: who}
+
+    def at(self, who: str = REPLICA) -> dict[str, str]:
+        """Labels of a server. Where servers share a target (Ray: one node's metrics port for
+        all its replicas), the neighbour is another server behind the same target, so the
+        cases prove the identity label is never aggregated away."""
+        sc = self.scope
+        if not sc.identity:
+            return self.at_target(who)
+        out = self.at_target(ELSEWHERE if who == ELSEWHERE else REPLICA)
+        if sc.cluster:
+            out[sc.cluster] = self.at_target(who)[sc.cluster]
+        for label in sc.identity:
+            out[label] = "replica-0" if who == REPLICA else "replica-1"
+        return out
+
+    def labels(
+        self, instance: str = REPLICA, signal: Signal | None = None, engine: str = "0", **extra: str
+    ) -> dict:
+        out = {**self.base, **self.at(instance), "model_name": MODEL, **extra}
+        if signal is not None and signal.has_label("engine"):
+            out["engine"] = engine
+        return out
+
+    def fleet_result(self) -> dict[str, str]:
+        """Labels of an alert aggregated by job and model_name (and the replica's cluster)."""
+        cluster = {self.scope.cluster: self.at(REPLICA)[self.scope.cluster]} if self.scope.cluster else {}
+        return {**cluster, "job": self.cfg.prometheus.vllm_job, "model_name": MODEL}
+
+    def result(self, instance: str = REPLICA) -> dict[str, str]:
+        """Labels of an alert aggregated by job, instance and model_name."""
+        return {"job": self.cfg.prometheus.vllm_job, **self.at(instance), "model_name": MODEL}
+
+    def probe_labels(self, who: str = REPLICA, model: bool = True) -> dict[str, str]:
+        """A canary probe's series about one server, as the probe scrape job relabels them."""
+        out = {"job": self.cfg.prometheus.probe_job, "probe_address": PROBE_ADDRESS, **self.at_target(who)}
+        if model:
+            out["model_name"] = MODEL
+        return out
+
+    def probe(
+        self, case: Case, span: int, who: str = REPLICA, per_min: float = 4, failing: str | None = None
+    ) -> None:
+        """`per_min` probes a minute; all answered, or all failing for the reason `failing`."""
+        labels = self.probe_labels(who)
+        case.add(series_text("vllm_probe_success", labels), f"{0 if failing else 1}+0x{span}")
+        case.add(series_text("vllm_probe_requests_total", labels), f"0+{number(per_min)}x{span}")
+        for reason in PROBE_REASONS:
+            rate = per_min if reason == failing else 0
+            case.add(
+                series_text("vllm_probe_failures_total", {**labels, "reason": reason}),
+                f"0+{number(rate)}x{span}",
+            )
+
+    def probe_health(self, case: Case, span: int, up: int, who: str = REPLICA) -> None:
+        case.add(series_text("vllm_probe_health_up", self.probe_labels(who, model=False)), f"{up}+0x{span}")
+
+    def exporter_labels(self, who: str = REPLICA) -> dict[str, str]:
+        """A log exporter's series, as its scrape job relabels them to the server's instance."""
+        out = {
+            "job": self.cfg.prometheus.log_exporter_job,
+            "exporter_address": EXPORTER_ADDRESS,
+            **self.at_target(who),
+        }
+        return out
+
+    def server_state(self, case: Case, span: int, since: str, states: list[str], who: str = REPLICA) -> None:
+        """The exporter's state gauge: states[0] at minute 0, states[i] from minute i on (the last holds).
+
+        `since` is the values string of the time of the last transition.
+        """
+        labels = self.exporter_labels(who)
+        for state in SERVER_STATES:
+            values = " ".join("1" if s == state else "0" for s in states)
+            case.add(
+                series_text("vllm_log_server_state", {**labels, "state": state}),
+                f"{values} {values[-1]}+0x{span}",
+            )
+        case.add(
+            series_text("vllm_log_server_state_since_timestamp_seconds", labels),
+            f"{since} {since.split()[-1]}+0x{span}",
+        )
+
+    # -- series shapes ---------------------------------------------------------
+
+    def counter(
+        self, case: Case, signal: Signal, per_min: float, span: int, name: str | None = None, **extra: str
+    ) -> None:
+        case.add(
+            series_text(name or signal.name, self.labels(signal=signal, **extra)),
+            f"0+{number(per_min)}x{span}",
+        )
+
+    def gauge(
+        self, case: Case, signal: Signal, value: float, span: int, instance: str = REPLICA, **extra: str
+    ) -> None:
+        case.add(
+            series_text(signal.name, self.labels(instance, signal, **extra)), f"{number(value)}+0x{span}"
+        )
+
+    def ramp(self, case: Case, signal: Signal, start: float, step: float, span: int, **extra: str) -> None:
+        sign = "+" if step >= 0 else "-"
+        case.add(
+            series_text(signal.name, self.labels(signal=signal, **extra)),
+            f"{number(start)}{sign}{number(abs(step))}x{span}",
+        )
+
+    def histogram(
+        self, case: Case, signal: Signal, hot: int, per_min: float, span: int, instance: str = REPLICA
+    ) -> None:
+        """All observations in bucket number `hot` (0-based over the finite bounds)."""
+        labels = self.labels(instance, signal)
+        bounds = signal.buckets
+        for i, bound in enumerate(bounds):
+            rate = per_min if i >= hot else 0
+            case.add(
+                series_text(signal.bucket, {**labels, "le": bucket_text(bound)}), f"0+{number(rate)}x{span}"
+            )
+        case.add(series_text(signal.bucket, {**labels, "le": "+Inf"}), f"0+{number(per_min)}x{span}")
+        case.add(series_text(signal.count, labels), f"0+{number(per_min)}x{span}")
+        case.add(series_text(signal.sum, labels), f"0+{number(per_min * bounds[hot])}x{span}")
+
+    def traffic(
+        self, case: Case, per_min: float, span: int, instance: str = REPLICA, **reasons: float
+    ) -> None:
+        """Finished requests, through whichever series the requests_finished rule reads."""
+        res = self.res
+        if "request_success" in res.signals:
+            sig = res["request_success"]
+            shares = reasons or {"stop": per_min}
+            for reason, rate in shares.items():
+                case.add(
+                    series_text(sig.name, self.labels(instance, sig, finished_reason=reason)),
+                    f"0+{number(rate)}x{span}",
+                )
+        else:
+            sig = (
+                res["e2e_request_latency"]
+                if "e2e_request_latency" in res.signals
+                else res["time_to_first_token"]
+            )
+            case.add(series_text(sig.count, self.labels(instance, sig)), f"0+{number(per_min)}x{span}")
+
+
+def p95_in_bucket(bounds: tuple[float, ...], hot: int) -> float:
+    lower = bounds[hot - 1] if hot > 0 else 0.0
+    return lower + (bounds[hot] - lower) * 0.95
+
+
+def fire_bucket(bounds: tuple[float, ...], threshold: float) -> int | None:
+    """The lowest bucket whose p95 (all observations in it) exceeds the threshold."""
+    return next((i for i in range(len(bounds)) if p95_in_bucket(bounds, i) > threshold), None)
+
+
+def silent_bucket(bounds: tuple[float, ...], threshold: float) -> int | None:
+    """The highest bucket whose p95 stays at or below the threshold."""
+    found = [i for i in range(len(bounds)) if p95_in_bucket(bounds, i) <= threshold]
+    return found[-1] if found else None
+
+
+def boundary(alertname: str, start: int, for_: str | None, expected: list[Expect]) -> list[Check]:
+    """Silent one evaluation before the condition has held for `for`; firing at it."""
+    fire_at = start + minutes(for_)
+    return [Check(fire_at - 1, alertname, []), Check(fire_at, alertname, expected)]
+
+
+# Every sample name an exporter emits -> its family in the exporters' contract.
+_EXPORTER_SAMPLES = {
+    sample: family
+    for exporter in vllm_obs_contract.load().values()
+    for family in exporter.families.values()
+    for sample in family.samples
+}
+
+
+def _check_exporter_series(name: str, labels: dict[str, str]) -> None:
+    """A scenario's exporter series carries only values its exporter can emit."""
+    family = _EXPORTER_SAMPLES.get(name)
+    if family is None:
+        return
+    for label, value in labels.items():
+        closed = family.labels.get(label)
+        if closed is not None and value not in closed:
+            raise ValueError(f"{name}{{{label}={value!r}}}: not a value of the exporters' contract")
+
+
+# One builder per alert name: the alert's rules of this bundle -> its cases.
+Builder = Callable[[list[Alert], "Inputs"], list[Case]]
