@@ -17,6 +17,7 @@ export VLLM_OBS_CACHE
 generate: venv secrets
 	$(BIN)/vllm-obs generate --out .
 	$(BIN)/vllm-obs default-config > vllm-obs.yml
+	$(BIN)/vllm-obs alert-table > docs/alert-table.md
 
 ## Random Grafana admin password and vLLM API key in secrets/ when missing (never committed).
 secrets:
@@ -41,7 +42,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[doctor,test]'
 	touch $@
 
 ## Prometheus, promtool, Alertmanager, amtool and mtail (the benchmark peer), from Debian.

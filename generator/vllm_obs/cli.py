@@ -14,6 +14,7 @@ from .config import default_config_text, load_config
 from .doctor.command import add_doctor_command
 from .errors import BundleError
 from .fetch import read_file, read_token_file, read_url, token_from_env
+from .rules.alert_table import alert_table
 from .source import MetricSource, from_catalog, from_exposition
 from .writer import check_bundle, write_bundle
 
@@ -96,6 +97,11 @@ def _parser() -> argparse.ArgumentParser:
         "default-config", help="print every config knob with its default and documentation"
     )
     defaults.set_defaults(run=lambda args: print(default_config_text(), end="") or 0)
+
+    table = sub.add_parser(
+        "alert-table", help="print every alert with its severities and knobs (docs/alert-table.md)"
+    )
+    table.set_defaults(run=lambda args: print(alert_table(Catalog.load()), end="") or 0)
 
     releases = sub.add_parser("releases", help="list the vLLM releases and engines the catalog covers")
     releases.set_defaults(run=_releases)

@@ -22,8 +22,8 @@ def test_jobs_and_their_series_come_from_the_rules(tmp_path):
         }
     }
     view = load(generate(tmp_path / "b", config=config), CATALOG)
-    assert list(view.scopes) == ["llm-servers", "llm-logs", "llm-canary"]
-    vllm, logs, canary = view.scopes.values()
+    assert list(view.job_reads) == ["llm-servers", "llm-logs", "llm-canary"]
+    vllm, logs, canary = view.job_reads.values()
     assert (vllm.role, logs.role, canary.role) == ("vLLM", "log exporter", "canary probe")
     # Every read of the vLLM job carries the extra selector, so the doctor asks with it too.
     assert vllm.selector == 'job="llm-servers", namespace="llm"'
@@ -34,12 +34,12 @@ def test_jobs_and_their_series_come_from_the_rules(tmp_path):
     assert all(n.startswith("vllm_log_") for n in logs.names)
     assert all(n.startswith("vllm_probe_") for n in canary.names)
     # Recording rules are not series a job exports.
-    assert not any(":" in n and not n.startswith("vllm:") for s in view.scopes.values() for n in s.names)
+    assert not any(":" in n and not n.startswith("vllm:") for s in view.job_reads.values() for n in s.names)
 
 
 def test_a_bundle_without_probe_or_exporter_reads_only_vllm(tmp_path):
     view = load(generate(tmp_path / "b", config={"prometheus": {"probes": [], "log_exporters": []}}), CATALOG)
-    assert [s.role for s in view.scopes.values()] == ["vLLM"]
+    assert [s.role for s in view.job_reads.values()] == ["vLLM"]
     assert [j.name for j in view.jobs] == ["vllm"]
 
 

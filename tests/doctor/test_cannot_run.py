@@ -204,3 +204,19 @@ def test_a_prometheus_that_never_answers(bundle):
         took = time.monotonic() - started
     one_sentence(run, "no answer within 1 s", "--timeout")
     assert took < 15, took  # one try and a retry on connect, no more
+
+
+def test_without_the_doctor_extra_it_says_which_to_install(bundle):
+    """The exporter images install vllm-obs without the `doctor` extra: the doctor names it.
+    A real interpreter whose import of prometheus_api_client fails, as it does where the
+    package is absent (None in sys.modules makes the import raise ModuleNotFoundError)."""
+    program = (
+        "import sys; sys.modules['prometheus_api_client'] = None; "
+        "from vllm_obs.cli import main; "
+        f"sys.exit(main(['doctor', '--prometheus', 'http://127.0.0.1:9', '--bundle', {str(bundle)!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("vllm-obs: error: ") and "pip install 'vllm-obs[doctor]'" in line, line

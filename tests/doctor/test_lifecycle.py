@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from vllm_obs.doctor.kube_probes import Budget, read
+from vllm_obs.doctor.checks.kube_probes import Budget, read
 
 from tests.support.doctor_stack import FIXTURES, stand_in_stack
 

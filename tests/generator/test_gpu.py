@@ -186,8 +186,7 @@ def test_per_gpu_rules_keep_the_server_the_gpu_and_the_cluster(bundles):
         ("pod-multi-cluster", "k8s_cluster, instance, gpu, UUID, modelName"),
     ):
         rules = {
-            r["record"]: r["expr"]
-            for r in groups(bundles[name], "vllm-recording.rules.yml")[RECORDING_GROUP]
+            r["record"]: r["expr"] for r in groups(bundles[name], "vllm-recording.rules.yml")[RECORDING_GROUP]
         }
         for record, expr in rules.items():
             if record.startswith("instance_gpu:") and record != GpuNames.memory_used_ratio:
@@ -466,7 +465,8 @@ def check_recordings(
     # The server-level series line up with vLLM's own on instance (what VllmGpuIdleWhileBusy joins on).
     on = ", ".join([*cluster, "instance"])
     joined = prom.wait_for(
-        f"job_instance_model:vllm_requests_running:sum and on ({on}) {GpuNames.server_utilization}", timeout=60
+        f"job_instance_model:vllm_requests_running:sum and on ({on}) {GpuNames.server_utilization}",
+        timeout=60,
     )
     assert [s["metric"]["instance"] for s in joined] == [instance]
 

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ..catalog import Catalog
+from ..exporter_series import LOG, PROBE
 from ..layout import DASHBOARDS_DIR, MANIFEST
 from ..releases import parse_release, release_text
 from .findings import DoctorCannotRun
@@ -34,7 +35,10 @@ ROLE_PREFIXES = (
     ("DCGM_", "GPU exporter"),
 )
 # The series each of our own exporters reports its version in.
-BUILD_INFO = {"log exporter": "vllm_log_exporter_build_info", "canary probe": "vllm_probe_build_info"}
+BUILD_INFO = {
+    "log exporter": LOG["vllm_log_exporter_build_info"].series,
+    "canary probe": PROBE["vllm_probe_build_info"].series,
+}
 # Labels whose matchers pick values inside a job rather than the job's own series.
 _VALUE_LABELS = frozenset({"le", "quantile"})
 
@@ -111,7 +115,7 @@ class BundleRelease:
 
 
 @dataclass(frozen=True)
-class Scope:
+class JobReads:
     """One scrape job the bundle reads, the matchers every read of it carries, and what it reads."""
 
     job: str
@@ -142,7 +146,7 @@ class BundleView:
     inhibit_rules: tuple[dict[str, Any], ...]
     dashboards: tuple[Dashboard, ...]
     grafana_scrape_interval: str | None
-    scopes: dict[str, Scope]  # job -> scope
+    job_reads: dict[str, JobReads]  # job -> scope
 
     @property
     def rules(self) -> list[Rule]:
@@ -152,8 +156,8 @@ class BundleView:
     def recorded(self) -> frozenset[str]:
         return frozenset(r.name for r in self.rules if r.kind == "record")
 
-    def scope_of_role(self, role: str) -> Scope | None:
-        return next((s for s in self.scopes.values() if s.role == role), None)
+    def reads_of_role(self, role: str) -> JobReads | None:
+        return next((s for s in self.job_reads.values() if s.role == role), None)
 
     def job(self, name: str) -> ScrapeJob | None:
         return next((j for j in self.jobs if j.name == name), None)
@@ -204,9 +208,9 @@ def load(root: str | Path, catalog: Catalog) -> BundleView:
         inhibit_rules=tuple(alertmanager.get("inhibit_rules") or []),
         dashboards=dashboards,
         grafana_scrape_interval=_time_interval(datasource),
-        scopes={},
+        job_reads={},
     )
-    view.scopes = _scopes(view, catalog)
+    view.job_reads = _job_reads(view, catalog)
     return view
 
 
@@ -274,7 +278,7 @@ def base_name(name: str, catalog: Catalog) -> str:
     return name
 
 
-def _scopes(view: BundleView, catalog: Catalog) -> dict[str, Scope]:
+def _job_reads(view: BundleView, catalog: Catalog) -> dict[str, JobReads]:
     """Each job the bundle's rules read, its common matchers, and every series read from it."""
     common: dict[str, dict[str, str]] = {}
     names: dict[str, set[str]] = {}
@@ -311,7 +315,7 @@ def _scopes(view: BundleView, catalog: Catalog) -> dict[str, Scope]:
         if role in by_role:
             names[by_role[role]].add(name)
     return {
-        job: Scope(
+        job: JobReads(
             job=job,
             role=roles.get(job, f"job {job}"),
             matchers=tuple(sorted(common[job].items(), key=lambda kv: (kv[0] != "job", kv[0]))),

@@ -17,7 +17,6 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -26,19 +25,11 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.util.retry import Retry
 
 from .. import __version__
+from .access import Auth
 from .findings import DoctorCannotRun
 
 # Concurrent queries: enough to hide round trips, few enough not to load a busy Prometheus.
 WORKERS = 4
-
-
-@dataclass(frozen=True)
-class Auth:
-    bearer_token: str | None = None
-    basic: tuple[str, str] | None = None
-    ca_file: str | None = None
-    insecure: bool = False
-    timeout: float = 30.0
 
 
 class ApiError(Exception):

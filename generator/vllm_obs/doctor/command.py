@@ -1,10 +1,12 @@
-"""The `vllm-obs doctor` flags; the work is imported only when the command runs."""
+"""The `vllm-obs doctor` flags; the work is imported only when the command runs, and needs
+the `doctor` extra (prometheus-api-client), which the exporter images do not carry."""
 
 from __future__ import annotations
 
 import argparse
 
-TOKEN_ENV = "VLLM_OBS_PROMETHEUS_TOKEN"
+from .access import TOKEN_ENV, validate
+from .findings import DoctorCannotRun
 
 
 def add_doctor_command(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +57,14 @@ def add_doctor_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .run import run  # the clients and checks load only for this command
-
-    return run(args)
+    auth, am_auth = validate(args)
+    try:
+        from .run import run  # the clients and checks load only for this command
+    except ModuleNotFoundError as exc:
+        if exc.name != "prometheus_api_client":
+            raise
+        raise DoctorCannotRun(
+            "vllm-obs doctor needs the prometheus-api-client package; install the doctor extra: "
+            "pip install 'vllm-obs[doctor]'."
+        ) from None
+    return run(args, auth, am_auth)

@@ -82,7 +82,7 @@ class Context:
 
     def example_metrics_url(self) -> str:
         """A vLLM target's scrape URL, for the `vllm-obs generate --metrics-url` advice."""
-        scope = self.view.scope_of_role("vLLM")
+        scope = self.view.reads_of_role("vLLM")
         if scope:
             for target in self.up_targets(scope.job) or (self.targets or {}).get(scope.job, []):
                 if target.scrape_url:

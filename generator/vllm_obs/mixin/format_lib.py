@@ -166,7 +166,7 @@ local shortest(x) =
   // Python's round(x, decimals).
   round(x, decimals):: if x == 0 then 0 else std.parseJson(self.fixed(x, decimals)),
 
-  // The alerts' renderings (rules/alerts.py): 200ms or 2s; 5%; and Python's '{:.N%}'.
+  // The alerts' renderings (rules/expressions.py): 200ms or 2s; 5%; and Python's '{:.N%}'.
   humanSeconds(x):: if x < 1 then self.g(x * 1000) + 'ms' else self.g(x) + 's',
   percent(x):: self.g(x * 100) + '%',
   fixedPercent(x, decimals):: self.fixed(x * 100, decimals) + '%',
@@ -190,7 +190,7 @@ local shortest(x) =
         step(i + std.length(unit), total + std.parseInt(number) * units[unit], '');
     std.floor(step(0, 0, '')),
 
-  // dashboards/queries.regex_literal: a regex matching exactly `text`, inside a PromQL string.
+  // dashboards/panels/queries.regex_literal: a regex matching exactly `text`, inside a PromQL string.
   regexLiteral(text)::
     std.join('', [
       if find('.+*?()|[]{}^$\\', c) >= 0 then std.strReplace('\\' + c, '\\', '\\\\') else c

@@ -1,8 +1,8 @@
 """Every alert of a bundle, assembled from the declarations of its areas.
 
 The areas (areas/) are peers, each declaring its alerts in one place (declaration.py). This
-module lists them, builds the alert groups, runs every alert's promtool scenarios, resolves
-the inhibitions, and refuses a declaration that lacks a runbook section, a panel, or a
+module lists them, builds the alert groups, resolves the inhibitions and runs every alert's
+promtool scenarios, and refuses a declaration that lacks a runbook section, a panel, or a
 scenario that fires and one that stays silent. The runbooks, the promtool files, the
 alert table, the routing and the warnings are all rendered from what it returns.
 """
@@ -65,7 +65,6 @@ class Assembled:
     alerts: list[Declared]  # declarations with rules in this bundle, in group order
     skipped: list[Declared]  # declarations whose `needs` this source lacks
     built: list[Declared]  # declarations whose rules were built (some build none on this source)
-    cases: dict[str, list[Case]]  # alert name -> its promtool cases
     inhibitions: list[InhibitRule]
 
     def declared(self, name: str) -> Declared:
@@ -74,12 +73,11 @@ class Assembled:
 
 def assemble(v: Vocabulary, areas: tuple[ModuleType, ...] = AREAS) -> Assembled:
     groups, alerts, skipped, built_any, everything = [], [], [], [], []
-    cases: dict[str, list[Case]] = {}
-    io = Inputs(v)
     for area in areas:
         rules: list[Alert] = []
         for d in area.declarations(v):
             _check_declaration(d)
+            _check_knobs(d, v)
             everything.append(d)
             if not d.on:
                 continue  # as configured: no warning
@@ -92,13 +90,22 @@ def assemble(v: Vocabulary, areas: tuple[ModuleType, ...] = AREAS) -> Assembled:
                 continue  # off in this bundle (no log exporter, no probe, no GPU layer...)
             if any(rule.name != d.name for rule in built):
                 raise DeclarationError(f"the declaration of {d.name} builds rules of another name")
-            cases[d.name] = _scenarios(d, built, io)
             alerts.append(d)
             rules += built
         if rules:
             groups.append(Group(area.GROUP, tuple(rules)))
     _check_names(alerts)
-    return Assembled(groups, alerts, skipped, built_any, cases, _inhibitions(alerts, everything))
+    return Assembled(groups, alerts, skipped, built_any, _inhibitions(alerts, everything))
+
+
+def scenarios(assembled: Assembled, v: Vocabulary) -> dict[str, list[Case]]:
+    """Every alert's promtool cases (alert name -> cases), for the bundle's test files."""
+    io = Inputs(v)
+    out = {}
+    for d in assembled.alerts:
+        rules = [r for g in assembled.groups for r in g.rules if isinstance(r, Alert) and r.name == d.name]
+        out[d.name] = _scenarios(d, rules, io)
+    return out
 
 
 def _check_declaration(d: Declared) -> None:
@@ -112,18 +119,25 @@ def _check_declaration(d: Declared) -> None:
         if not present
     ]
     if missing:
-        raise DeclarationError(
-            f"alert {d.name} declares no {' and no '.join(missing)}; add it in its area module."
-        )
+        raise DeclarationError(f"alert {d.name} lacks {' and '.join(missing)}; add it in its area module.")
+
+
+def _check_knobs(d: Declared, v: Vocabulary) -> None:
+    for knob in d.knobs:
+        section, _, key = knob.partition(".")
+        if not hasattr(getattr(v.cfg, section, None), key):
+            raise DeclarationError(f"alert {d.name} names the knob {knob}, which the config does not have.")
 
 
 def _scenarios(d: Declared, rules: list[Alert], io: Inputs) -> list[Case]:
-    """The alert's cases; refused unless one expects it to fire and one expects silence."""
+    """The alert's cases; refused unless one expects it to fire and another expects silence
+    throughout (a check before `for` has elapsed is not a silent scenario)."""
     assert d.scenarios is not None
     built = d.scenarios(rules, io)
-    checks = [check for case in built for check in case.checks if check.alertname == d.name]
-    silent = d.always_fires or any(not check.expected for check in checks)
-    if not any(check.expected for check in checks) or not silent:
+    own = [[check for check in case.checks if check.alertname == d.name] for case in built]
+    fires = any(check.expected for checks in own for check in checks)
+    silent = d.always_fires or any(checks and not any(c.expected for c in checks) for checks in own)
+    if not (fires and silent):
         raise DeclarationError(
             f"alert {d.name} needs a promtool scenario where it fires and one where it stays silent."
         )

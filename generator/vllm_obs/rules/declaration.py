@@ -39,6 +39,7 @@ class Declared:
     panel: str | None  # title of the panel its dashboard_url opens, on its rules' dashboard
     runbook: Section | None
     scenarios: Builder | None  # promtool cases: at least one that fires and one that stays silent
+    knobs: tuple[str, ...] = ()  # the config keys that tune it ("alerts.queue_for"), for the docs
     on: bool = True  # False: the part of the bundle it belongs to is off (no probe, no GPU layer...)
     needs: tuple[str, ...] = ()  # signals without which the bundle has no such alert
     uses: tuple[str, ...] = ()  # signals without which it has fewer rules (named in the warnings)

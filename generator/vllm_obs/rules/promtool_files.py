@@ -8,7 +8,7 @@ condition has held for `for`, the alert exactly at it.
 from __future__ import annotations
 
 from ..vocabulary import Vocabulary
-from .assembly import Assembled
+from .assembly import Assembled, scenarios
 from .gotemplate import render
 from .model import Alert
 from .rule_files import alert_annotations, alert_labels
@@ -19,10 +19,11 @@ def test_files(
     assembled: Assembled, v: Vocabulary, rule_files: list[str], recording: list[str]
 ) -> dict[str, dict]:
     """One promtool test document per alert group, keyed by group name."""
+    cases = scenarios(assembled, v)
     out = {}
     for group in assembled.groups:
         names = list(dict.fromkeys(rule.name for rule in group.rules if isinstance(rule, Alert)))
-        tests = [_test(case, v) for name in names for case in assembled.cases[name]]
+        tests = [_test(case, v) for name in names for case in cases[name]]
         out[group.name] = {
             "rule_files": rule_files,
             "evaluation_interval": "1m",

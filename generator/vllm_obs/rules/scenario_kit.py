@@ -269,6 +269,8 @@ def _check_exporter_series(name: str, labels: dict[str, str]) -> None:
     """A scenario's exporter series carries only values its exporter can emit."""
     family = _EXPORTER_SAMPLES.get(name)
     if family is None:
+        if name.startswith(("vllm_log_", "vllm_probe_")):
+            raise ValueError(f"{name} is not a series of the exporters' contract")
         return
     for label, value in labels.items():
         closed = family.labels.get(label)

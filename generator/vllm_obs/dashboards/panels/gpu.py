@@ -2,7 +2,7 @@
 
 A row of the instance dashboard, where the GPU alerts point.
 
-Reads the GPU recording rules (rules/gpu.py): per GPU `instance_gpu:*`, per server
+Reads the GPU recording rules (rules/areas/gpu.py): per GPU `instance_gpu:*`, per server
 `instance:*`, each labelled with the instance of the vLLM server that uses the GPU, so the
 instance variable selects a server's GPUs and its requests together.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...config import BundleConfig
 from ...promql import number
 from ...signals import Resolution
+from ...vocabulary import GpuNames as G
 from ..spec import Panel, Query
 from .common import CRIT, LEGEND, WARN, stat
 from .queries import Filters
@@ -30,7 +31,7 @@ def _against_load(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
     n = f.names
     g = cfg.gpu
     out = []
-    queries = [Query(f"instance:vllm_gpu_utilization:avg{f.gpu}", "GPU utilisation {{instance}}")]
+    queries = [Query(f"{G.server_utilization}{f.gpu}", "GPU utilisation {{instance}}")]
     if "requests_running" in res.signals:
         running = f"{n.requests_running}{f.replica}"
         slots = (
@@ -100,7 +101,7 @@ def _per_gpu(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
             "GPUs with an XID error",
             "GPUs whose last reported XID code is not 0 (DCGM keeps the last code until the driver resets).",
             "none",
-            f"count(instance_gpu:vllm_gpu_xid:last{sel} > 0) or vector(0)",
+            f"count({G.xid}{sel} > 0) or vector(0)",
             thresholds=((1, CRIT),),
             width=6,
         ),
@@ -108,7 +109,7 @@ def _per_gpu(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
             "Fullest framebuffer",
             f"Highest framebuffer use of any GPU selected; VllmGpuMemoryNearlyFull warns above {g.memory_full_threshold:.0%}.",
             "percentunit",
-            f"max(instance:vllm_gpu_memory_used:max_ratio{sel})",
+            f"max({G.server_memory_used}{sel})",
             thresholds=((g.memory_full_threshold, CRIT),),
             min=0,
             max=1,
@@ -122,7 +123,7 @@ def _per_gpu(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
                 "the engine on it usually dies next."
             ),
             unit="none",
-            queries=(Query(f"instance_gpu:vllm_gpu_xid:last{sel}", GPU),),
+            queries=(Query(f"{G.xid}{sel}", GPU),),
             thresholds=((1, CRIT),),
             min=0,
         ),
@@ -130,7 +131,7 @@ def _per_gpu(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
             title="GPU utilisation",
             description="Share of time each GPU ran a kernel (DCGM_FI_DEV_GPU_UTIL).",
             unit="percentunit",
-            queries=(Query(f"instance_gpu:vllm_gpu_utilization:ratio{sel}", GPU),),
+            queries=(Query(f"{G.utilization}{sel}", GPU),),
             min=0,
             max=1,
         ),
@@ -141,7 +142,7 @@ def _per_gpu(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
                 f"at start; only what comes on top is alarming. Dashed: VllmGpuMemoryNearlyFull ({g.memory_full_threshold:.0%})."
             ),
             unit="percentunit",
-            queries=(Query(f"instance_gpu:vllm_gpu_memory_used:ratio{sel}", GPU),),
+            queries=(Query(f"{G.memory_used_ratio}{sel}", GPU),),
             thresholds=((g.memory_full_threshold, CRIT),),
             min=0,
             max=1,
@@ -151,8 +152,8 @@ def _per_gpu(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
             description="Framebuffer memory used and free per GPU.",
             unit="bytes",
             queries=(
-                Query(f"instance_gpu:vllm_gpu_memory_used:bytes{sel}", f"used {GPU}"),
-                Query(f"instance_gpu:vllm_gpu_memory_free:bytes{sel}", f"free {GPU}"),
+                Query(f"{G.memory_used_bytes}{sel}", f"used {GPU}"),
+                Query(f"{G.memory_free_bytes}{sel}", f"free {GPU}"),
             ),
             min=0,
         ),
@@ -160,14 +161,14 @@ def _per_gpu(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
             title="GPU temperature",
             description="GPU temperature: datacenter GPUs slow their clocks from about 85 °C.",
             unit="celsius",
-            queries=(Query(f"instance_gpu:vllm_gpu_temperature:celsius{sel}", GPU),),
+            queries=(Query(f"{G.temperature}{sel}", GPU),),
             thresholds=((85, WARN),),
         ),
         Panel(
             title="GPU power",
             description="Power draw per GPU: a GPU at its power limit is throttled.",
             unit="watt",
-            queries=(Query(f"instance_gpu:vllm_gpu_power:watts{sel}", GPU),),
+            queries=(Query(f"{G.power}{sel}", GPU),),
             min=0,
         ),
     )

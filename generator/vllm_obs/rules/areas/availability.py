@@ -28,6 +28,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmEngineStalled",
+            knobs=("alerts.stall_window", "alerts.stall_for"),
             build=_engine_stalled,
             needs=("generation_tokens", "requests_waiting", "requests_running"),
             panel="Requests in flight vs tokens generated",
@@ -53,6 +54,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmTargetDown",
+            knobs=("alerts.target_down_for", "alerts.planned_stop_grace"),
             build=_target_down_rule,
             panel="Targets down",
             runbook=Section(
@@ -80,6 +82,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmMetricsAbsent",
+            knobs=("alerts.metrics_absent_for",),
             build=_metrics_absent,
             uses=("requests_running",),
             panel="Engines reporting",

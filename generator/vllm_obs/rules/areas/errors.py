@@ -17,6 +17,12 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmRequestErrors",
+            knobs=(
+                "alerts.error_ratio_warning",
+                "alerts.error_ratio_critical",
+                "alerts.errors_for",
+                "alerts.min_request_rate",
+            ),
             build=_request_errors,
             uses=("request_success", "http_requests"),
             panel="Error ratio",

@@ -24,6 +24,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmSpecDecodeAcceptanceLow",
+            knobs=("alerts.spec_decode_acceptance_below", "alerts.spec_decode_for"),
             build=_spec_decode_rule,
             panel="Draft acceptance rate per replica",
             runbook=Section(
@@ -51,6 +52,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmRequestsRejected",
+            knobs=("alerts.rejections_for",),
             build=_rejections_rule,
             panel="Requests rejected at admission",
             runbook=Section(
@@ -72,6 +74,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmKVTransferFailures",
+            knobs=("alerts.kv_transfer_window",),
             build=_kv_transfer_rules,
             panel="KV connector failures / s",
             runbook=Section(
@@ -97,6 +100,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmEngineImbalance",
+            knobs=("alerts.engine_kv_spread", "alerts.engine_waiting_spread", "alerts.engine_imbalance_for"),
             build=_imbalance_rules,
             panel="KV-cache usage spread across engines",
             runbook=Section(

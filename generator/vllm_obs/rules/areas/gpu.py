@@ -47,6 +47,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmGpuXidError",
+            knobs=("gpu.xid_window",),
             on=on,
             build=_xid_rules,
             panel="XID errors",
@@ -97,6 +98,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmGpuMemoryNearlyFull",
+            knobs=("gpu.memory_full_threshold", "gpu.memory_full_for"),
             on=on,
             build=_memory_rule,
             panel="Framebuffer used",
@@ -127,6 +129,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmGpuIdleWhileBusy",
+            knobs=("gpu.idle_utilization_below", "gpu.idle_for", "gpu.max_num_seqs"),
             on=on,
             build=_idle_while_busy,
             needs=("requests_running",),

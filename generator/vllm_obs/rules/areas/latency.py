@@ -30,6 +30,12 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmHighTimeToFirstToken",
+            knobs=(
+                "alerts.ttft_p95_warning_seconds",
+                "alerts.ttft_p95_critical_seconds",
+                "alerts.ttft_for",
+                "alerts.min_request_rate",
+            ),
             build=lambda v: _p95_rules(
                 v,
                 "time_to_first_token",
@@ -68,6 +74,12 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmHighTimePerOutputToken",
+            knobs=(
+                "alerts.itl_p95_warning_seconds",
+                "alerts.itl_p95_critical_seconds",
+                "alerts.itl_for",
+                "alerts.min_request_rate",
+            ),
             build=lambda v: _p95_rules(
                 v,
                 "inter_token_latency",

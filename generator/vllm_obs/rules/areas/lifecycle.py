@@ -22,6 +22,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmStartupSlow",
+            knobs=("alerts.expected_startup",),
             on=on,
             build=_startup_slow_rules,
             panel="Server state",
@@ -55,6 +56,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmRestartLoop",
+            knobs=("alerts.restart_loop_starts", "alerts.restart_loop_window"),
             on=on,
             build=_restart_loop_rule,
             panel="Server state",

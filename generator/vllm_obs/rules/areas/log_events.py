@@ -34,6 +34,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmEngineDead",
+            knobs=("alerts.log_event_window",),
             on=on,
             build=_event_rule(
                 "engine_dead",
@@ -68,6 +69,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmOutOfMemory",
+            knobs=("alerts.log_event_window",),
             on=on,
             build=_event_rule(
                 "oom",
@@ -100,6 +102,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmStartupFailed",
+            knobs=("alerts.log_event_window",),
             on=on,
             build=_event_rule(
                 "startup_failed",
@@ -134,6 +137,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmLogExporterDown",
+            knobs=("alerts.log_exporter_down_for",),
             on=on,
             build=_exporter_down_rule,
             panel="Log exporter health",

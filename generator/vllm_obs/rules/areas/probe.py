@@ -35,6 +35,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmEngineHung",
+            knobs=("alerts.hung_for", "alerts.hung_window", "alerts.hung_progress_window"),
             on=on,
             build=_engine_hung,
             uses=("generation_tokens",),
@@ -82,6 +83,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmProbeDown",
+            knobs=("alerts.probe_down_for", "alerts.hung_window"),
             on=on,
             build=_probe_down_rules,
             panel="Canary probe failures by reason",

@@ -17,6 +17,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmQueueDepthHigh",
+            knobs=("alerts.queue_waiting_threshold", "alerts.queue_for"),
             build=_queue_depth,
             needs=("requests_waiting",),
             panel="Waiting vs running",
@@ -44,6 +45,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmSchedulerThrottled",
+            knobs=("alerts.throttled_kv_usage_below", "alerts.throttled_window", "alerts.throttled_for"),
             build=_scheduler_throttled,
             needs=("requests_waiting", "requests_running", "kv_cache_usage"),
             panel="Waiting vs running",
@@ -68,6 +70,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmKVCachePressure",
+            knobs=("alerts.kv_usage_threshold", "alerts.kv_usage_for"),
             build=_kv_cache_pressure,
             needs=("kv_cache_usage",),
             panel="KV-cache usage per engine",
@@ -94,6 +97,12 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmKVCacheFillingUp",
+            knobs=(
+                "alerts.kv_predict_floor",
+                "alerts.kv_predict_window",
+                "alerts.kv_predict_horizon",
+                "alerts.kv_predict_for",
+            ),
             build=_kv_cache_filling_up,
             needs=("kv_cache_usage",),
             panel="KV-cache usage per engine",
@@ -110,6 +119,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmPreemptions",
+            knobs=("alerts.preemptions_per_request", "alerts.preemptions_for", "alerts.min_request_rate"),
             build=_preemption_ratio,
             needs=("preemptions",),
             panel="Preemptions per finished request",

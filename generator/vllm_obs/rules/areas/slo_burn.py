@@ -27,6 +27,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmTimeToFirstTokenBudgetBurn",
+            knobs=("slo.ttft_threshold_seconds", "slo.ttft_objective"),
             build=lambda v: _burn_rules(v, ttft),
             needs=("time_to_first_token",),
             panel="TTFT error-budget burn",
@@ -50,6 +51,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmTimePerOutputTokenBudgetBurn",
+            knobs=("slo.itl_threshold_seconds", "slo.itl_objective"),
             build=lambda v: _burn_rules(v, itl),
             needs=("inter_token_latency",),
             panel="TPOT error-budget burn",

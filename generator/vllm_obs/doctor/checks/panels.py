@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 import re
 
-from .bundle_view import Dashboard, label_values_expr, label_values_label
-from .clients import ApiError
-from .context import Cause, Context
-from .findings import FAIL, INFO, OK, WARN
-from .grafana_vars import builtins, expand, regex_alternatives
-from .selectors import PromQLSyntaxError, selectors
+from ..bundle_view import Dashboard, label_values_expr, label_values_label
+from ..clients import ApiError
+from ..context import Cause, Context
+from ..findings import FAIL, INFO, OK, WARN
+from ..grafana_vars import builtins, expand, regex_alternatives
+from ..selectors import PromQLSyntaxError, selectors
 
 FAMILY = "dashboards"
 ALL = "$__all"
@@ -115,7 +115,7 @@ def _scrape_interval(ctx: Context) -> str:
     """The data source's scrape interval, which Grafana's $__rate_interval is built from."""
     if ctx.view.grafana_scrape_interval:
         return ctx.view.grafana_scrape_interval
-    scope = ctx.view.scope_of_role("vLLM")
+    scope = ctx.view.reads_of_role("vLLM")
     if scope and scope.job in ctx.scrape_intervals:
         return f"{ctx.scrape_intervals[scope.job]:g}s"
     return ctx.view.scrape_interval

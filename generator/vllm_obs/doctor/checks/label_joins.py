@@ -14,12 +14,12 @@ import math
 
 import yaml
 
-from ..promql import seconds
-from .bundle_view import Scope
-from .clients import ApiError
-from .context import Context
-from .findings import FAIL, OK, WARN
-from .selectors import PromQLSyntaxError, duration_seconds, selectors
+from ...promql import seconds
+from ..bundle_view import JobReads
+from ..clients import ApiError
+from ..context import Context
+from ..findings import FAIL, OK, WARN
+from ..selectors import PromQLSyntaxError, duration_seconds, selectors
 
 FAMILY = "labels"
 SHOWN = 5
@@ -27,12 +27,12 @@ MIN_SCRAPES = 4
 
 
 def run(ctx: Context) -> None:
-    vllm = ctx.view.scope_of_role("vLLM")
+    vllm = ctx.view.reads_of_role("vLLM")
     if vllm is None:
         return
     vllm_instances = _instances(ctx, f"up{{{vllm.selector}}}")
     for role in ("log exporter", "canary probe"):
-        scope = ctx.view.scope_of_role(role)
+        scope = ctx.view.reads_of_role(role)
         if scope is not None and vllm_instances is not None:
             _check_instances(ctx, scope, vllm, vllm_instances)
     _check_model_name(ctx, vllm)
@@ -48,7 +48,7 @@ def _instances(ctx: Context, expr: str) -> set[str] | None:
     return {s["metric"].get("instance", "") for s in result}
 
 
-def _check_instances(ctx: Context, scope: Scope, vllm: Scope, vllm_instances: set[str]) -> None:
+def _check_instances(ctx: Context, scope: JobReads, vllm: JobReads, vllm_instances: set[str]) -> None:
     name = next((n for n in sorted(scope.names) if (scope.job, n) in ctx.presence), None)
     if name is None:
         return  # nothing of the job exists: Targets and Series already say so
@@ -91,7 +91,7 @@ def _check_instances(ctx: Context, scope: Scope, vllm: Scope, vllm_instances: se
         )
 
 
-def _joins(ctx: Context, scope: Scope, vllm: Scope) -> list[str]:
+def _joins(ctx: Context, scope: JobReads, vllm: JobReads) -> list[str]:
     """The inhibitions and alert rules that join this job's alerts or series to vLLM's by instance."""
     theirs = {r.name for r in ctx.view.rules if r.kind == "alert" and _reads(r.expr, scope.job)}
     out = []
@@ -138,7 +138,7 @@ def _example(instances: set[str]) -> str:
     return sorted(instances)[0] if instances else "host:port"
 
 
-def _check_model_name(ctx: Context, vllm: Scope) -> None:
+def _check_model_name(ctx: Context, vllm: JobReads) -> None:
     labelled = [
         n
         for n in sorted(vllm.names)
@@ -174,7 +174,7 @@ def _check_model_name(ctx: Context, vllm: Scope) -> None:
 
 
 def _catalog_labels(ctx: Context, name: str) -> set[str]:
-    from .bundle_view import base_name
+    from ..bundle_view import base_name
 
     metric = ctx.catalog.metrics.get(base_name(name, ctx.catalog))
     return {label for v in metric.variants for label in v.labels} if metric else set()
@@ -231,7 +231,7 @@ def _check_windows(ctx: Context) -> None:
 def _scrape_intervals(ctx: Context) -> dict[str, float]:
     """job -> scrape interval: the targets' own, else the running configuration's."""
     out = dict(ctx.scrape_intervals)
-    missing = [s.job for s in ctx.view.scopes.values() if s.job not in out]
+    missing = [s.job for s in ctx.view.job_reads.values() if s.job not in out]
     if not missing:
         return out
     try:

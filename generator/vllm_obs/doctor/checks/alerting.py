@@ -13,11 +13,11 @@ import re
 
 import yaml
 
-from .bundle_view import Rule
-from .clients import ApiError
-from .context import Context
-from .findings import FAIL, OK, SKIP, WARN
-from .selectors import PromQLSyntaxError, selectors
+from ..bundle_view import Rule
+from ..clients import ApiError
+from ..context import Context
+from ..findings import FAIL, OK, SKIP, WARN
+from ..selectors import PromQLSyntaxError, selectors
 
 FAMILY = "alerting"
 SHOWN = 5

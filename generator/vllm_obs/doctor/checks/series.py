@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import __version__
-from ..catalog import Catalog
-from ..releases import release_text
-from ..source import EngineGuess, Family, guess_engine
-from .bundle_view import BUILD_INFO, Scope, base_name
-from .clients import ApiError
-from .context import Cause, Context, Presence
-from .findings import FAIL, INFO, OK, SKIP, WARN
+from ... import __version__
+from ...catalog import Catalog
+from ...releases import release_text
+from ...source import EngineGuess, Family, guess_engine
+from ..bundle_view import BUILD_INFO, JobReads, base_name
+from ..clients import ApiError
+from ..context import Cause, Context, Presence
+from ..findings import FAIL, INFO, OK, SKIP, WARN
 from .presence import present
 
 FAMILY = "names"
@@ -31,7 +31,7 @@ METADATA_LOOKUPS = 25  # missing names whose declaration is looked up; the rest 
 
 
 def run(ctx: Context) -> None:
-    for scope in ctx.view.scopes.values():
+    for scope in ctx.view.job_reads.values():
         if ctx.job_is_down(scope.job):
             for name in scope.names:
                 ctx.fail_cause(name, f"no target of job {scope.job} is up (see Targets)")
@@ -42,7 +42,7 @@ def run(ctx: Context) -> None:
         _check_scope(ctx, scope)
 
 
-def _check_scope(ctx: Context, scope: Scope) -> None:
+def _check_scope(ctx: Context, scope: JobReads) -> None:
     catalog = ctx.catalog
     is_vllm = scope.role == "vLLM"
     asked = set(scope.names) | {n.removesuffix("_total") for n in scope.names if n.endswith("_total")}
@@ -101,7 +101,7 @@ def _check_scope(ctx: Context, scope: Scope) -> None:
 
 def _explain(
     ctx: Context,
-    scope: Scope,
+    scope: JobReads,
     name: str,
     found: dict[str, Presence],
     guess: EngineGuess | None,
@@ -179,7 +179,7 @@ def _explain(
     )
 
 
-def _build_versions(ctx: Context, scope: Scope) -> set[str]:
+def _build_versions(ctx: Context, scope: JobReads) -> set[str]:
     name = BUILD_INFO.get(scope.role)
     if name is None:
         return set()
@@ -247,7 +247,7 @@ def _server_release(found: dict[str, Presence], catalog: Catalog) -> EngineGuess
     return guess_engine(families, catalog)
 
 
-def _release_line(ctx: Context, scope: Scope, guess: EngineGuess | None) -> None:
+def _release_line(ctx: Context, scope: JobReads, guess: EngineGuess | None) -> None:
     if guess is None:
         return
     bundle = ctx.view.release
@@ -295,7 +295,7 @@ def _describe(guess: EngineGuess) -> str:
     return f"vLLM {first if first == last else f'{first} to {last}'} ({guess.engine} engine)"
 
 
-def _declared(ctx: Context, scope: Scope, names: list[str]) -> set[str]:
+def _declared(ctx: Context, scope: JobReads, names: list[str]) -> set[str]:
     """Names the job's targets declare (HELP/TYPE) without any sample: Prometheus keeps their metadata."""
     if not names:
         return set()

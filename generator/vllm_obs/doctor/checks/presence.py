@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .clients import ApiError, PrometheusClient
-from .context import Presence
+from ..clients import ApiError, PrometheusClient
+from ..context import Presence
 
 MAX_QUERY_CHARS = 3000
 

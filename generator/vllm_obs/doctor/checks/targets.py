@@ -8,11 +8,11 @@ serve it (Thanos Query, Mimir) is asked for `up` instead.
 
 from __future__ import annotations
 
-from ..errors import BundleError
-from ..promql import seconds
-from .clients import ApiError
-from .context import Context, Target
-from .findings import FAIL, OK, WARN
+from ...errors import BundleError
+from ...promql import seconds
+from ..clients import ApiError
+from ..context import Context, Target
+from ..findings import FAIL, OK, WARN
 
 FAMILY = "targets"
 SHOWN = 5  # targets named in one line; the rest are counted
@@ -21,7 +21,7 @@ SHOWN = 5  # targets named in one line; the rest are counted
 def run(ctx: Context) -> None:
     ctx.targets = {}
     sources = {}
-    for scope in ctx.view.scopes.values():
+    for scope in ctx.view.job_reads.values():
         try:
             targets, sources[scope.job] = _targets_of(ctx, scope.job, scope.selector)
         except ApiError as exc:
@@ -67,7 +67,7 @@ def _targets_of(ctx: Context, job: str, selector: str) -> tuple[list[Target], st
 def _check_job(ctx: Context, job: str, title: str, source: str) -> None:
     targets = (ctx.targets or {}).get(job, [])
     if not targets:
-        similar = sorted(j for j in _all_jobs(ctx) if job in j and j not in ctx.view.scopes)
+        similar = sorted(j for j in _all_jobs(ctx) if job in j and j not in ctx.view.job_reads)
         hint = (
             f"; Prometheus has job(s) {', '.join(similar[:SHOWN])}: if that is it, set its name in your "
             "config (prometheus.*_job) and regenerate"
@@ -125,7 +125,7 @@ def _check_config_jobs(ctx: Context) -> None:
         wanted.add(p.log_exporter_job)
     if p.probes:
         wanted.add(p.probe_job)
-    missing = sorted(wanted - set(ctx.view.scopes))
+    missing = sorted(wanted - set(ctx.view.job_reads))
     if missing:
         ctx.add(
             FAMILY,

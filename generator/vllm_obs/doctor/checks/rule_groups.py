@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from ..promql import seconds
-from .bundle_view import Rule, RuleGroup, all_selectors
-from .clients import ApiError
-from .context import Cause, Context
-from .findings import FAIL, OK, WARN
+from ...promql import seconds
+from ..bundle_view import Rule, RuleGroup, all_selectors
+from ..clients import ApiError
+from ..context import Cause, Context
+from ..findings import FAIL, OK, WARN
+from ..selectors import PromQLSyntaxError, canonical, selectors
 from .presence import present
-from .selectors import PromQLSyntaxError, canonical, selectors
 
 FAMILY = "rules"
 STALE_AFTER_INTERVALS = 3  # a group not evaluated for this many intervals is stuck

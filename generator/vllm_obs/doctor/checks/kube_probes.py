@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from .findings import DoctorCannotRun
+from ..findings import DoctorCannotRun
 
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod")
 

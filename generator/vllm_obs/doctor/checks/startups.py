@@ -6,18 +6,19 @@ start that would trip VllmStartupSlow (with --config), and, with --kubernetes-ma
 a startupProbe budget below the slowest measured start plus 30 s or a liveness probe that
 would kill a server before it finished starting.
 
-The series are the log exporter's contract (exporters/README.md), not the bundle's.
+The series are the log exporter's, read through the exporters' contract, not the bundle's.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..promql import seconds
+from ...exporter_series import LOG, select
+from ...promql import seconds
+from ..clients import ApiError
+from ..context import Context
+from ..findings import FAIL, INFO, OK, SKIP, WARN
 from . import kube_probes
-from .clients import ApiError
-from .context import Context
-from .findings import FAIL, INFO, OK, SKIP, WARN
 
 FAMILY = "lifecycle"
 DURATIONS = "vllm_log_startup_duration_seconds"
@@ -26,12 +27,14 @@ STATE = "vllm_log_server_state"
 VERSION = "vllm_log_vllm_version_info"
 PROBE_MARGIN = 30  # seconds a startupProbe must leave beyond the slowest start
 SHOWN = 5
+# Every state but ready: a failure, or one a server passes through.
 BAD_STATES = ("dead", "failed_start")
 PASSING_STATES = ("starting", "loading", "stopping", "stopped", "unknown")
+assert set(BAD_STATES + PASSING_STATES + ("ready",)) == set(LOG[STATE].values("state"))
 
 
 def run(ctx: Context) -> None:
-    scope = ctx.view.scope_of_role("log exporter")
+    scope = ctx.view.reads_of_role("log exporter")
     if scope is None:
         ctx.add(FAMILY, SKIP, "lifecycle", "not checked: the bundle reads no log exporter")
         _kubernetes(ctx, None)
@@ -42,13 +45,13 @@ def run(ctx: Context) -> None:
         return
     sel = scope.selector
     queries = {
-        "buckets": f'sum by (le) ({DURATIONS}_bucket{{{sel}, phase="total"}})',
-        "count": f'sum({DURATIONS}_count{{{sel}, phase="total"}})',
-        "sum": f'sum({DURATIONS}_sum{{{sel}, phase="total"}})',
-        "last": f'topk(1, {LAST_DURATION}{{{sel}, phase="total"}})',
-        "states": f"count by (state) ({STATE}{{{sel}}} == 1)",
-        "bad": f'group by (instance, state) ({STATE}{{{sel}, state=~"{"|".join(BAD_STATES + PASSING_STATES)}"}} == 1)',
-        "versions": f"count by (version) ({VERSION}{{{sel}}} == 1)",
+        "buckets": f"sum by (le) ({select(LOG, DURATIONS + '_bucket', sel, phase='total')})",
+        "count": f"sum({select(LOG, DURATIONS + '_count', sel, phase='total')})",
+        "sum": f"sum({select(LOG, DURATIONS + '_sum', sel, phase='total')})",
+        "last": f"topk(1, {select(LOG, LAST_DURATION, sel, phase='total')})",
+        "states": f"count by (state) ({select(LOG, STATE, sel)} == 1)",
+        "bad": f"group by (instance, state) ({select(LOG, STATE, sel, state='~' + '|'.join(BAD_STATES + PASSING_STATES))} == 1)",
+        "versions": f"count by (version) ({select(LOG, VERSION, sel)} == 1)",
     }
     answers = dict(zip(queries, ctx.prom.query_many(list(queries.values())), strict=True))
     errors = [a for a in answers.values() if isinstance(a, ApiError)]

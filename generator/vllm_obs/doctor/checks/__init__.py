@@ -1,0 +1,1 @@
+"""The doctor's checks, one module per family, run in order by run.py."""
