@@ -31,6 +31,7 @@ class Family:
     help: str
     labels: dict[str, tuple[str, ...] | None]  # label -> closed set of values, or None when open
     when: str = ""  # when the family has samples, if not always
+    buckets: tuple[float, ...] = ()  # a histogram's upper bounds, +Inf left out
 
     @property
     def label_names(self) -> list[str]:
@@ -107,7 +108,9 @@ def load() -> dict[str, Exporter]:
                 label: tuple(values) if isinstance(values, list) else None
                 for label, values in (f.get("labels") or {}).items()
             }
-            families[f["name"]] = Family(f["name"], f["type"], f["help"], labels, f.get("when", ""))
+            families[f["name"]] = Family(
+                f["name"], f["type"], f["help"], labels, f.get("when", ""), tuple(map(float, f.get("buckets", ())))
+            )
         out[exporter] = Exporter(exporter, families)
     return out
 

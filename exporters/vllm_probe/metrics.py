@@ -27,10 +27,10 @@ from prometheus_client.core import (
 from prometheus_client.utils import floatToGoString
 
 from . import __version__
-from .contract import family
+from .contract import FAMILIES, family
 from .outcome import REASONS, Outcome
 
-BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+BUCKETS = FAMILIES["vllm_probe_duration_seconds"].buckets  # from the exporters' contract
 UNKNOWN_MODEL = "unknown"
 
 

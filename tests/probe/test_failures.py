@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import time
 
+from prometheus_client.utils import floatToGoString
+from vllm_probe.metrics import BUCKETS
 from vllm_probe.outcome import REASONS
 
 from tests.support.vllm_server import free_port
@@ -285,26 +287,13 @@ def test_label_values_stay_a_fixed_set_whatever_happens() -> None:
         "target": {"bad", "gone"},
         "model_name": {"m1", "unknown"},
         "reason": set(REASONS),
-        "le": {
-            "0.01",
-            "0.025",
-            "0.05",
-            "0.1",
-            "0.25",
-            "0.5",
-            "1.0",
-            "2.5",
-            "5.0",
-            "10.0",
-            "30.0",
-            "60.0",
-            "+Inf",
-        },
+        # The contract's bounds, as prometheus_client writes them, and +Inf.
+        "le": {floatToGoString(b) for b in BUCKETS} | {"+Inf"},
         "version": {"0.1.0"},
     }
-    # 27 series per target (success, 13 buckets + sum + count, last success, requests,
-    # 6 failure reasons, skipped, health, last probe) and the build info.
-    assert len(label_sets(text)) == 2 * 27 + 1
+    # Per target: success, the buckets with +Inf, sum and count, last success, requests,
+    # 6 failure reasons, skipped, health, last probe; and the build info.
+    assert len(label_sets(text)) == 2 * (len(BUCKETS) + 1 + 2 + 3 + 6 + 3) + 1
 
 
 def test_a_model_that_keeps_answering_404_is_logged_once() -> None:
