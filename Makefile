@@ -11,7 +11,7 @@ VLLM_VENV := $(VLLM_OBS_CACHE)/vllm-$(VLLM_VERSION)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export VLLM_OBS_CACHE
 
-.PHONY: generate secrets test drill venv system-deps vllm-venv check-bundle clean
+.PHONY: generate secrets test drill mutation venv system-deps vllm-venv check-bundle clean
 
 ## Generate the default bundle (embedded catalog of the newest vLLM release) into this checkout.
 generate: venv secrets
@@ -37,6 +37,12 @@ test: venv system-deps vllm-venv
 ## real monitoring stack; writes the report and its pictures into docs/drills.
 drill: venv system-deps vllm-venv
 	VLLM_OBS_DRILL_REPORT=$(CURDIR)/docs/drills $(BIN)/python -m pytest tests/drills -m drill -s -p no:cacheprovider
+
+## Mutation testing of the alert rules: every mutant of the default bundle's alerting rules and
+## of a bundle with every feature and the GPU layer, against their promtool tests; writes
+## docs/mutation.md with the kill rate and every survivor.
+mutation: venv system-deps
+	$(BIN)/python -m benchmarks.mutation
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml

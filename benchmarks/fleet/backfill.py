@@ -1,17 +1,17 @@
 """The SLO rules' steady-state cost: days of history for the series they read.
 
-The SLO group computes rate() over 5m ... 3d windows. An hour-long run only holds an hour,
-so its 2h, 6h, 1d and 3d windows read an hour of samples and cost far less than they will
-on a Prometheus that has run for days. This writes days of the only raw series those
-rules read (per engine: the TTFT and inter-token latency `_count`, and their bucket at
-the SLO threshold), 15 s apart, with the labels Prometheus gives them, backfills them
-with `promtool tsdb create-blocks-from openmetrics`, and times the SLO group alone on a
-Prometheus that scrapes nothing, for the current rules and for the `slo_5m` variant (whose
-recorded 5-minute rates are backfilled too, as that variant's rules would have written
-them).
+The SLO groups record each objective's 5-minute bad and total rates and compute their 30m
+to 3d windows as sum_over_time of those. An hour-long run only holds an hour, so its 2h,
+6h, 1d and 3d windows read an hour of samples and cost far less than they will on a
+Prometheus that has run for days. This writes days of the raw series the latency SLOs read
+(per engine: the TTFT and inter-token latency `_count`, and their bucket at the SLO
+threshold) and of the recorded 5-minute rates the rules would have written from them (no
+request failed: the availability SLO's bad rate is 0), 15 s apart, with the labels
+Prometheus gives them, backfills them with `promtool tsdb create-blocks-from openmetrics`,
+and times the SLO groups alone on a Prometheus that scrapes nothing.
 
     .venv/bin/python -m benchmarks.fleet.backfill --engines 250 --days 3 --minutes 5 \\
-        --out benchmarks/fleet/work/backfill-250
+        --bundle benchmarks/fleet/work/n1000-v2/bundle --out benchmarks/fleet/work/backfill-250
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .machine import CpuMeter, loadavg
 from .prometheus import Prometheus, binary
 
 STEP_S = 15
+AVAILABILITY = "vllm_request_availability"
 SIGNALS = {
     # signal: (histogram, SLO threshold from the default vllm-obs.yml)
     "vllm_time_to_first_token_seconds": ("vllm:time_to_first_token_seconds", "2.5"),
@@ -76,27 +77,40 @@ def write_openmetrics(path: Path, engines: int, days: float, end: float, seed: i
                 for kind, increments in (("total", per_step), ("good", good)):
                     key = (signal, m.model, kind)
                     per_model[key] = per_model.get(key, 0) + increments
-        # What the slo_5m variant records: sum by (job, model_name) (rate(...[5m])), every 15 s.
+        # What the SLO groups record: sum by (job, model_name) (rate(...[5m])), every 15 s.
         window = 300 // STEP_S
+
+        def rate5m(increments: np.ndarray) -> np.ndarray:
+            return np.convolve(increments, np.ones(window), mode="full")[: len(increments)] / 300.0
+
+        recorded: dict[tuple[str, str, str], np.ndarray] = {}
         for (signal, model, kind), increments in per_model.items():
-            summed = np.convolve(increments, np.ones(window), mode="full")[: len(increments)] / 300.0
+            if kind == "total":
+                recorded[(signal, model, "total")] = rate5m(increments)
+                recorded[(signal, model, "bad")] = rate5m(increments - per_model[(signal, model, "good")])
+                if signal == "vllm_time_to_first_token_seconds":  # one first token per request
+                    recorded[(AVAILABILITY, model, "total")] = recorded[(signal, model, "total")]
+                    recorded[(AVAILABILITY, model, "bad")] = np.zeros(len(increments))
+        for (signal, model, kind), rates in sorted(recorded.items()):
             name = f'job_model:{signal}:slo_{kind}_rate5m{{job="vllm",model_name="{model}"}}'
             out.write(
                 "".join(
-                    f"{name} {v!r} {t:.0f}\n" for v, t in zip(summed.tolist(), stamps.tolist(), strict=True)
+                    f"{name} {v!r} {t:.0f}\n" for v, t in zip(rates.tolist(), stamps.tolist(), strict=True)
                 )
             )
         out.write("# EOF\n")
-    return {"series": len(members) * 4 + len(per_model), "samples_per_series": steps}
+    return {"series": len(members) * 4 + len(recorded), "samples_per_series": steps}
 
 
-def slo_rule_files(bundle_rules: list[Path], outdir: Path, variant: str | None) -> list[Path]:
-    """A file holding only the SLO group, current or from the variant."""
-    source = variants.write(variant, bundle_rules, outdir / "variant") if variant else bundle_rules
+def slo_rule_files(bundle_rules: list[Path], outdir: Path) -> list[Path]:
+    """A file holding only the bundle's SLO groups."""
     groups = [
-        g for f in source for g in yaml.safe_load(f.read_text())["groups"] if g["name"] == "vllm-obs.slo"
+        g
+        for f in bundle_rules
+        for g in yaml.safe_load(f.read_text())["groups"]
+        if g["name"].startswith(variants.SLO_GROUP_PREFIX) and variants.is_recording(g)
     ]
-    target = outdir / f"slo-{variant or 'current'}.rules.yml"
+    target = outdir / "slo.rules.yml"
     target.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False, width=200))
     return [target]
 
@@ -147,32 +161,29 @@ def main(argv: list[str] | None = None) -> int:
         "backfill_s": backfilled,
         "load_at_start": loadavg(),
     }
-    bundle_rules = sorted((args.bundle / "alerts").glob("*.rules.yml"))
-    for variant in (None, "slo_5m"):
-        files = slo_rule_files(bundle_rules, out, variant)
-        config = out / "prometheus" / "prometheus.yml"
-        config.write_text(
-            yaml.safe_dump({"global": {"evaluation_interval": "15s"}, "rule_files": [str(f) for f in files]})
-        )
-        with Prometheus(config, out / "prometheus") as prom:
-            started = time.time()
-            evaluations = measure.Evaluations()
-            meter = CpuMeter((prom.process.pid,))
-            timeline: list[measure.Sample] = []
-            measure.watch(prom, meter, args.minutes * 60, timeline, evaluations, started + 60, started)
-            results[variant or "current"] = {
-                "rule_evaluation": evaluations.summary(),
-                "values": {
-                    r["metric"]["__name__"] + "/" + r["metric"]["model_name"]: float(r["value"][1])
-                    for r in prom.query('{__name__=~"job_model:.*:slo_miss_ratio_(5m|1h|3d)"}')
-                },
-                "timeline": measure.as_dicts(timeline),
-            }
+    files = slo_rule_files(sorted((args.bundle / "alerts").glob("*.rules.yml")), out)
+    config = out / "prometheus" / "prometheus.yml"
+    config.write_text(
+        yaml.safe_dump({"global": {"evaluation_interval": "15s"}, "rule_files": [str(f) for f in files]})
+    )
+    with Prometheus(config, out / "prometheus") as prom:
+        started = time.time()
+        evaluations = measure.Evaluations()
+        meter = CpuMeter((prom.process.pid,))
+        timeline: list[measure.Sample] = []
+        measure.watch(prom, meter, args.minutes * 60, timeline, evaluations, started + 60, started)
+        results["current"] = {
+            "rule_evaluation": evaluations.summary(),
+            "values": {
+                r["metric"]["__name__"] + "/" + r["metric"]["model_name"]: float(r["value"][1])
+                for r in prom.query('{__name__=~"job_model:.*:slo_miss_ratio_(5m|1h|3d)"}')
+            },
+            "timeline": measure.as_dicts(timeline),
+        }
     results["load_at_end"] = loadavg()
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    for name in ("current", "slo_5m"):
-        groups = results[name]["rule_evaluation"]["all"]["groups"]
-        print(name, {g: f"{v['median_s'] * 1000:.0f} ms" for g, v in groups.items()})
+    groups = results["current"]["rule_evaluation"]["all"]["groups"]
+    print({g: f"{v['median_s'] * 1000:.0f} ms" for g, v in groups.items()})
     return 0
 
 

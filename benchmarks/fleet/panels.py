@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from vllm_obs.promql import seconds
 
 _METRIC = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _SELECTOR = re.compile(rf"(?<![\w:\"])({_METRIC})(\{{[^}}]*\}})?")
+# The same, with the range that may follow it (`name{...}[1d]`, not a subquery's `[1d:1m]`).
+_RANGED = re.compile(rf"(?<![\w:\"])({_METRIC})(\{{[^}}]*\}})?(\[[^\]:]+\])?")
 _WITH_BRACES = re.compile(rf"(?<![\w:\"])({_METRIC})\{{([^}}]*)\}}")
 
 
@@ -32,6 +35,10 @@ class PanelQuery:
     ref: str
     expr: str  # variables substituted: what Prometheus receives from Grafana
     raw: str  # the same with every recording rule inlined
+
+    # It reads a range of a recorded series, inlined as a subquery: its steps fall between the
+    # rules' evaluations, so the two answers agree on their series but only nearly on values.
+    windowed: bool = False
 
     @property
     def uses_recording_rules(self) -> bool:
@@ -48,20 +55,40 @@ def recording_rules(rule_files: list[Path]) -> dict[str, str]:
     return out
 
 
-def inline(expr: str, rules: dict[str, str]) -> str:
-    """`expr` with each recording rule replaced by its definition, matchers pushed down."""
+def inline(expr: str, rules: dict[str, str], every: str = "15s", history: str | None = None) -> str:
+    """`expr` with each recording rule replaced by its definition, matchers pushed down.
+
+    A range over a recorded series (`sum_over_time(rule[1d])`) becomes a subquery stepping at
+    `every`, the rules' evaluation interval: the samples the recorded series would hold.
+    `history`: how far back the server holds samples at all (a test's few minutes); a longer
+    subquery range is cut to it, which reads the same samples in a sliver of the steps."""
 
     def replace(match: re.Match) -> str:
-        name, braces = match.group(1), match.group(2) or ""
+        name, braces, window = match.group(1), match.group(2) or "", match.group(3) or ""
         if name not in rules:
             return match.group(0)
-        body = inline(rules[name], rules)
+        body = inline(rules[name], rules, every, history)
         matchers = braces[1:-1].strip()
         if matchers:
             body = _WITH_BRACES.sub(lambda m: f"{m.group(1)}{{{_join(m.group(2), matchers)}}}", body)
-        return f"({body})"
+        if not window:
+            return f"({body})"
+        span = window[1:-1]
+        if history and seconds(span) > seconds(history):
+            span = history
+        return f"({body})[{span}:{every}]"
 
-    return _SELECTOR.sub(replace, expr)
+    return _RANGED.sub(replace, expr)
+
+
+def windowed(expr: str, rules: dict[str, str]) -> bool:
+    """Whether `expr`, or a recording rule it reads (at any depth), takes a range of a
+    recorded series: `inline` makes that a subquery (see PanelQuery.windowed)."""
+    for m in _RANGED.finditer(expr):
+        name, window = m.group(1), m.group(3)
+        if name in rules and (window or windowed(rules[name], rules)):
+            return True
+    return False
 
 
 def _join(inner: str, outer: str) -> str:
@@ -92,8 +119,16 @@ def _panels(panels: list[dict]):
 
 
 def panel_queries(
-    dashboards_dir: Path, rules: dict[str, str], rate_interval: str, range_: str, step: str
+    dashboards_dir: Path,
+    rules: dict[str, str],
+    rate_interval: str,
+    range_: str,
+    step: str,
+    every: str = "15s",
+    history: str | None = None,
 ) -> list[PanelQuery]:
+    """Every panel's queries; `every` is the rules' evaluation interval, `history` how far back
+    the server holds samples (see `inline`)."""
     out = []
     for path in sorted(dashboards_dir.glob("*.json")):
         dashboard = json.loads(path.read_text())
@@ -116,7 +151,8 @@ def panel_queries(
                         panel=panel.get("title", ""),
                         ref=target.get("refId", ""),
                         expr=expr,
-                        raw=inline(expr, rules),
+                        raw=inline(expr, rules, every, history),
+                        windowed=windowed(expr, rules),
                     )
                 )
     return out

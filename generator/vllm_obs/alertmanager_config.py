@@ -24,6 +24,27 @@ SLACK_TEXT = (
 )
 
 
+def _severity_routes(pager: str, chat: str, info: str | None, pages: list[str]) -> list[dict[str, Any]]:
+    """Pages to the pager, one notification per alert and model listing every replica; a page
+    also lands in chat, where the rest of the team sees it; warnings (tickets) in chat, per
+    replica."""
+    out: list[dict[str, Any]] = [
+        {"receiver": pager, "matchers": ['severity="critical"'], "group_by": pages, "continue": True},
+        {"receiver": chat, "matchers": ['severity="critical"'], "group_by": pages},
+        {"receiver": chat, "matchers": ['severity="warning"']},
+    ]
+    if info is not None:
+        out.append({"receiver": info, "matchers": ['severity="info"']})
+    return out
+
+
+def _page_group_by(labels: list[str], sc: Scope) -> list[str]:
+    out = list(labels)
+    if sc.cluster and sc.cluster not in out:
+        out.append(sc.cluster)
+    return out
+
+
 def receiver_name(role: str, receiver: Receiver) -> str:
     return f"{role}-{receiver.type}"
 
@@ -54,6 +75,8 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
             "repeat_interval": am.watchdog_repeat_interval,
         }
     ]
+    sc = v.targets
+    pages = _page_group_by(am.page_group_by, sc)
     for i, team in enumerate(am.teams):
         if not team.matchers:
             raise BundleError(
@@ -65,23 +88,14 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
             {
                 "receiver": team_warning,
                 "matchers": list(team.matchers),
-                "routes": [
-                    {"receiver": team_critical, "matchers": ['severity="critical"'], "continue": True},
-                    {"receiver": team_warning, "matchers": ['severity=~"critical|warning"']},
-                ],
+                "routes": _severity_routes(team_critical, team_warning, None, pages),
             }
         )
-    routes += [
-        # A page also lands in chat, where the rest of the team sees it.
-        {"receiver": critical, "matchers": ['severity="critical"'], "continue": True},
-        {"receiver": warning, "matchers": ['severity=~"critical|warning"']},
-        {"receiver": info, "matchers": ['severity="info"']},
-    ]
+    routes += _severity_routes(critical, warning, info, pages)
     out: dict[str, Any] = {}
     smtp = _smtp(am)
     if smtp:
         out["global"] = smtp
-    sc = v.targets
     group_by = list(am.group_by)
     if sc.cluster and sc.cluster not in group_by:
         # The same instance name in two clusters is two incidents, never one notification.
@@ -108,10 +122,8 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
 
 def _inhibition(rule: InhibitRule, sc: Scope) -> dict[str, Any]:
     """A declared inhibition: while a source fires, its targets on the same server are silent."""
-    sources = [_one_of("alertname", rule.sources)]
-    if rule.severity:
-        sources.append(f'severity="{rule.severity}"')
-    equal = sc.replica_labels if rule.equal == "replica" else sc.target
+    sources = [_one_of("alertname", rule.sources), *rule.matchers]
+    equal = {"replica": sc.replica_labels, "target": sc.target, "model": sc.same_model}[rule.equal]
     return {
         "source_matchers": sources,
         "target_matchers": [_one_of("alertname", rule.targets)],

@@ -64,6 +64,22 @@ class PrometheusSection:
         "watches a one-token request, which is how a hung engine with /health at 200 shows",
     )
     alertmanagers: list[str] = knob(["alertmanager:9093"], "host:port of the Alertmanagers")
+    prometheus_job: str = knob(
+        "prometheus",
+        "job label of Prometheus' own metrics (self-monitoring: failed rule evaluations, notifications "
+        "and reloads page); kube-prometheus calls it prometheus-k8s",
+    )
+    prometheus_targets: list[str] = knob(
+        ["prometheus:9090"], "host:port Prometheus scrapes itself at ([] where another job already does)"
+    )
+    alertmanager_job: str = knob(
+        "alertmanager",
+        "job label of Alertmanager's own metrics; the bundle scrapes the Alertmanagers above under it "
+        "(kube-prometheus: alertmanager-main)",
+    )
+    scrape_alertmanagers: bool = knob(
+        True, "scrape the Alertmanagers above for their own metrics (false where another job already does)"
+    )
     scrape_interval: str = knob("15s", "how often Prometheus scrapes vLLM and the exporters")
     scrape_timeout: str = knob("10s", "scrape timeout; must not exceed scrape_interval")
     evaluation_interval: str = knob("15s", "how often Prometheus evaluates the rules")
@@ -86,16 +102,23 @@ class PrometheusSection:
 @dataclass(frozen=True)
 class AlertsSection:
     rate_window: str = knob("5m", "window of the rates and quantiles that alerts and panels use")
-    ttft_p95_warning_seconds: float = knob(2.0, "p95 time to first token above this warns")
-    ttft_p95_critical_seconds: float = knob(5.0, "p95 time to first token above this pages")
+    ttft_p95_warning_seconds: float = knob(
+        2.5,
+        "one replica's p95 time to first token above this warns (the SLO burn alerts page); a "
+        "bucket bound of the histogram, so the p95 is not an interpolation",
+    )
     ttft_for: str = knob("3m", "how long the TTFT condition must hold")
-    itl_p95_warning_seconds: float = knob(0.2, "p95 inter-token latency above this warns")
-    itl_p95_critical_seconds: float = knob(0.5, "p95 inter-token latency above this pages")
+    itl_p95_warning_seconds: float = knob(
+        0.2,
+        "one replica's p95 inter-token latency above this warns (the SLO burn alerts page); a "
+        "bucket bound of the histogram",
+    )
     itl_for: str = knob("5m", "how long the inter-token latency condition must hold")
-    min_request_rate: float = knob(
-        0.01,
-        "requests/s a replica must finish before latency and error-ratio alerts judge it, "
-        "so one slow request on an idle replica does not alert",
+    min_requests: float = knob(
+        20,
+        "requests (the canary's left out) a replica must finish within rate_window before its "
+        "latency, error and preemption alerts judge it, so one slow request on an idle replica "
+        "does not alert",
     )
     queue_waiting_threshold: float = knob(20, "requests waiting above this (per replica and model) warns")
     queue_for: str = knob(
@@ -120,8 +143,11 @@ class AlertsSection:
         0.05, "preemptions per finished request above this warns (normalised by traffic)"
     )
     preemptions_for: str = knob("10m", "how long the preemption ratio must stay high")
-    error_ratio_warning: float = knob(0.05, "share of requests failing above this warns")
-    error_ratio_critical: float = knob(0.25, "share of requests failing above this pages")
+    error_ratio_warning: float = knob(
+        0.05,
+        "share of one replica's requests failing (vLLM's count or HTTP 5xx on the inference "
+        "handlers, whichever is larger) above this warns (the availability SLO pages)",
+    )
     errors_for: str = knob("5m", "how long the error ratio must stay high")
     stall_window: str = knob(
         "5m", "VllmEngineStalled: requests are in flight yet no token came out for this long"
@@ -180,6 +206,25 @@ class AlertsSection:
     )
     restart_loop_window: str = knob("30m", "VllmRestartLoop: the window the starts are counted in")
     log_exporter_down_for: str = knob("5m", "how long a log exporter may be down before warning")
+    pipeline_for: str = knob(
+        "10m",
+        "how long rule evaluations, notifications or a configuration reload must keep failing before "
+        "the monitoring pipeline pages",
+    )
+
+
+@dataclass(frozen=True)
+class PagingSection:
+    min_ready_replicas: float = knob(
+        1,
+        "a model pages (VllmModelCapacityLow) when fewer of its replicas are ready (scraped, engine "
+        "alive, canary answering); replicas stopped or restarted on purpose count as ready",
+    )
+    capacity_fraction: float = knob(
+        0.5,
+        "a model also pages when its ready replicas fall below this share of its discovered "
+        "replicas (scrape targets that served it within the last hour); 0 turns it off",
+    )
 
 
 @dataclass(frozen=True)
@@ -192,6 +237,23 @@ class SloSection:
         0.2, "an output token meets the TPOT SLO when it came within this of the previous one; a bucket bound"
     )
     itl_objective: float = knob(0.99, "share of output tokens that must meet the TPOT threshold")
+    availability_objective: float = knob(
+        0.999,
+        "share of requests that must succeed: bad are requests that finished with an error, HTTP 5xx "
+        "on the inference handlers, requests refused at admission and the canary's failures",
+    )
+    min_requests: float = knob(
+        100,
+        "a model's burn alerts judge a window only once it saw this many requests in the long "
+        "window (its users' and the canary's failures): one slow request on a quiet model pages nobody",
+    )
+    inference_handlers: str = knob(
+        "/v1/chat/completions|/v1/completions|/v1/embeddings|/v1/responses|/v1/messages"
+        "|/v1/audio/transcriptions|/v1/audio/translations|/v1/score|/v1/rerank|/v2/rerank|/v2/embed"
+        "|/pooling|/classify|/score|/rerank|/invocations|/inference/v1/generate|/cohere/v2/chat",
+        "the HTTP handlers (regex of vLLM's handler label) that serve inference: only their 5xx "
+        "count as failed requests, and load-balancer polls of /health or /v1/models never do",
+    )
 
 
 @dataclass(frozen=True)
@@ -239,7 +301,13 @@ class AlertmanagerSection:
         [], "extra routes tried before the severity routes, e.g. per team or per model"
     )
     group_by: list[str] = knob(
-        ["alertname", "job", "instance", "model_name"], "labels that make one notification group"
+        ["alertname", "job", "instance", "model_name"],
+        "labels that make one notification group of warnings and info (a ticket names the replica)",
+    )
+    page_group_by: list[str] = knob(
+        ["alertname", "model_name", "namespace", "cluster"],
+        "labels that make one page: one per alert and model (and namespace and cluster where the "
+        "alerts carry them), listing every affected replica",
     )
     group_wait: str = knob("30s", "wait before the first notification of a new group")
     group_interval: str = knob("5m", "wait before notifying about new alerts in a group")
@@ -338,6 +406,7 @@ class BundleConfig:
     prometheus: PrometheusSection = knob({}, "scrape targets and Prometheus settings")
     alerts: AlertsSection = knob({}, "alert thresholds and durations")
     slo: SloSection = knob({}, "service-level objectives for the burn-rate alerts")
+    paging: PagingSection = knob({}, "when a model's lost serving capacity pages")
     alertmanager: AlertmanagerSection = knob({}, "on-call routing")
     dashboards: DashboardsSection = knob({}, "Grafana dashboards")
     gpu: GpuSection = knob({}, "the GPU layer: NVIDIA's DCGM exporter next to vLLM's own series")
@@ -487,6 +556,18 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
             )
         if obj.type == "email" and not obj.to:
             raise BundleError(f"config key '{prefix}.to' in {source} is required for an email receiver.")
+    if isinstance(obj, PagingSection):
+        if not 0 <= obj.capacity_fraction <= 1:
+            raise BundleError(f"config key '{prefix}.capacity_fraction' in {source} must be between 0 and 1.")
+        if obj.min_ready_replicas != int(obj.min_ready_replicas):
+            raise BundleError(f"config key '{prefix}.min_ready_replicas' in {source} must be a whole number.")
+    if isinstance(obj, SloSection):
+        try:
+            re.compile(obj.inference_handlers)
+        except re.error as exc:
+            raise BundleError(
+                f"config key '{prefix}.inference_handlers' in {source} is not a valid regex ({exc.msg}); fix it."
+            ) from None
     if isinstance(obj, GpuSection) and obj.join not in ("instance", "pod"):
         raise BundleError(f"config key '{prefix}.join' in {source} must be instance or pod.")
     if isinstance(obj, PrometheusSection):

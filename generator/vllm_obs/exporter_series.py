@@ -19,12 +19,13 @@ LOG = vllm_obs_contract.log_exporter()
 PROBE = vllm_obs_contract.probe()
 
 
-def select(exporter: Exporter, family: str, job: str, **matchers: str) -> str:
+def select(exporter: Exporter, family: str, job: str, *raw: str, **matchers: str) -> str:
     """`family`'s series (counter: `_total`) with the job matchers and label matchers; `family`
     may also name one sample of a histogram (`vllm_probe_duration_seconds_bucket`).
 
     A value may start with an operator: `~` a regex (`state="~starting|loading"`), `!~` a
     negated regex, `!` an inequality; a closed label's alternatives must be its values.
+    `raw` matchers go in as written (a histogram bucket's `le`).
     """
     fam, series = _family_of(exporter, family)
     parts = []
@@ -40,7 +41,7 @@ def select(exporter: Exporter, family: str, job: str, **matchers: str) -> str:
                     f"{alternative!r} is not a value of {family}'s {label} in the exporters' contract"
                 )
         parts.append(f"{label}{op[0]}{quote(value)}")
-    return selector(series, job, *parts)
+    return selector(series, job, *parts, *raw)
 
 
 def _family_of(exporter: Exporter, name: str) -> tuple[Family, str]:

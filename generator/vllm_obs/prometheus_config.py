@@ -51,6 +51,15 @@ def prometheus_config(cfg: BundleConfig, rule_files: list[str]) -> dict[str, Any
             }
         )
     scrape += _gpu_jobs(cfg)  # dcgm-exporter, with gpu.enabled and gpu.join: instance
+    # The pipeline itself: failed rule evaluations, notifications and reloads page.
+    if p.prometheus_targets:
+        scrape.append(
+            {"job_name": p.prometheus_job, "static_configs": [{"targets": list(p.prometheus_targets)}]}
+        )
+    if p.scrape_alertmanagers and p.alertmanagers:
+        scrape.append(
+            {"job_name": p.alertmanager_job, "static_configs": [{"targets": list(p.alertmanagers)}]}
+        )
     global_: dict[str, Any] = {
         "scrape_interval": p.scrape_interval,
         "scrape_timeout": p.scrape_timeout,

@@ -76,6 +76,12 @@ class Scope:
         return self._keep(self.replica)
 
     @property
+    def same_model(self) -> tuple[str, ...]:
+        """What makes two alerts about the same model (inhibition's `equal`), whatever job their
+        series come from: its name, namespace (absent on both outside Kubernetes) and cluster."""
+        return self._keep("namespace", "model_name")
+
+    @property
     def on_instance_model(self) -> str:
         return f"on ({by(self.instance_model)})"
 
@@ -147,10 +153,6 @@ def gauge(level: str, metric: str, op: str) -> str:
     return f"{level}:{metric}:{op}"
 
 
-def slo_miss(signal: str, window: str) -> str:
-    return f"job_model:{HISTOGRAM_METRICS[signal]}:slo_miss_ratio_{window}"
-
-
 # Names used by alerts and dashboards, for one rate window.
 class Names:
     def __init__(self, window: str) -> None:
@@ -180,6 +182,21 @@ class Names:
         self.lora_latest = gauge("job_instance", "vllm_lora_requests_info", "latest")
         self.lora_running = gauge("job_instance", "vllm_lora_adapters_running", "count")
         self.lora_waiting = gauge("job_instance", "vllm_lora_adapters_waiting", "count")
+        # Availability: requests that finished well, HTTP on the inference handlers (the canary's
+        # own requests left out), and the larger of vLLM's and HTTP's failure ratios per replica.
+        self.requests_good = rate(level, "vllm_requests_good", w)
+        self.http_inference_requests = rate("job_instance", "vllm_http_inference_requests", w)
+        self.http_inference_errors = rate("job_instance", "vllm_http_inference_5xx", w)
+        self.requests_failing = rate(level, "vllm_requests_failing", w)
+        self.requests_served = rate(level, "vllm_requests_served", w)
+        self.request_failures = ratio(level, "vllm_request_failures", w)
+        # Which model each replica served within the last hour (also while it is down).
+        self.served_model = gauge(level, "vllm_served_model", "last1h")
+        # Capacity: each replica's readiness, why it is not ready, and the counts per model.
+        self.replica_ready = gauge(level, "vllm_replica_ready", "bool")
+        self.replica_unready = gauge(level, "vllm_replica_unready", "cause")
+        self.replicas_ready = gauge("job_model", "vllm_replicas_ready", "count")
+        self.replicas_discovered = gauge("job_model", "vllm_replicas_discovered", "count")
         # Engine features (recorded only where the source exposes them).
         self.spec_acceptance = ratio(level, "vllm_spec_decode_acceptance", w)
         self.spec_accepted_length = f"{level}:vllm_spec_decode_accepted_length:mean_{w}"
@@ -242,39 +259,79 @@ SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 @dataclass(frozen=True)
 class Slo:
-    """A latency SLO on one histogram: the share of events at or under `threshold`."""
+    """A service-level objective of each model: the share of its events that must be good.
 
-    key: str  # the signal whose histogram counts the events
-    label: str  # short name on panels: TTFT, TPOT
-    what: str  # in alert text: "time-to-first-token"
-    events: str  # what one observation is: "requests", "output tokens"
+    Availability counts requests (bad: failed, refused, or a canary probe that failed); the
+    latency SLOs count a histogram's observations at or under `threshold`, and a request that
+    failed counts as a miss too, so a model whose every request fails misses them all instead
+    of going quiet."""
+
+    name: str  # availability | ttft | itl
+    metric: str  # the metric part of its recorded names
+    label: str  # short name on panels: Availability, TTFT, TPOT
+    what: str  # in alert text: "availability", "time-to-first-token"
+    events: str  # what one event is: "requests", "output tokens"
     objective: float
-    threshold: float
-    setting: str  # the config key of the threshold, for errors
+    signal: str | None = None  # the histogram of a latency SLO
+    threshold: float | None = None  # seconds, a bucket bound of that histogram
+    setting: str | None = None  # the config key of the threshold, for errors
 
     @property
     def budget(self) -> float:
         return round(1 - self.objective, 10)
+
+    @property
+    def bad_rate(self) -> str:
+        """Bad events per second per model, over the shortest window (recorded)."""
+        return f"job_model:{self.metric}:slo_bad_rate{SLO_WINDOWS[0]}"
+
+    @property
+    def total_rate(self) -> str:
+        return f"job_model:{self.metric}:slo_total_rate{SLO_WINDOWS[0]}"
+
+    def miss(self, window: str) -> str:
+        """The share of bad events over `window`."""
+        return f"job_model:{self.metric}:slo_miss_ratio_{window}"
+
+
+AVAILABILITY_METRIC = "vllm_request_availability"
+
+
+def requests_in(window: str) -> str:
+    """Requests a model saw over `window` (availability's events): the burn alerts' floor."""
+    return f"job_model:{AVAILABILITY_METRIC}:slo_requests_{window}"
 
 
 def slos(cfg: BundleConfig) -> tuple[Slo, ...]:
     s = cfg.slo
     return (
         Slo(
-            "time_to_first_token",
+            "availability",
+            AVAILABILITY_METRIC,
+            "Availability",
+            "availability",
+            "requests",
+            s.availability_objective,
+        ),
+        Slo(
+            "ttft",
+            HISTOGRAM_METRICS["time_to_first_token"],
             "TTFT",
             "time-to-first-token",
             "requests",
             s.ttft_objective,
+            "time_to_first_token",
             s.ttft_threshold_seconds,
             "slo.ttft_threshold_seconds",
         ),
         Slo(
-            "inter_token_latency",
+            "itl",
+            HISTOGRAM_METRICS["inter_token_latency"],
             "TPOT",
             "time-per-output-token",
             "output tokens",
             s.itl_objective,
+            "inter_token_latency",
             s.itl_threshold_seconds,
             "slo.itl_threshold_seconds",
         ),
@@ -304,7 +361,7 @@ class Vocabulary:
     names: Names
     scope: Scope  # vLLM's own series: cluster, replica and the source's server identity
     targets: Scope  # series keyed by scrape target (log exporter, probe, GPU): no identity
-    slos: tuple[Slo, ...]  # the latency SLOs whose signal the source has
+    slos: tuple[Slo, ...]  # availability, and the latency SLOs whose histogram the source has
 
     @property
     def vllm(self) -> str:
@@ -319,6 +376,15 @@ class Vocabulary:
     def probe(self) -> str:
         return self.cfg.probe_selector
 
+    @property
+    def counts_failures(self) -> bool:
+        """The source tells failed requests: vLLM's own count (0.13+), admission control's, or HTTP."""
+        res = self.res
+        return res.reports_engine_errors or res.has("admission_rejections") or res.has("http_requests")
+
+    def slo(self, name: str) -> Slo | None:
+        return next((s for s in self.slos if s.name == name), None)
+
 
 def vocabulary(res: Resolution, cfg: BundleConfig) -> Vocabulary:
     return Vocabulary(
@@ -327,5 +393,5 @@ def vocabulary(res: Resolution, cfg: BundleConfig) -> Vocabulary:
         names=Names(cfg.alerts.rate_window),
         scope=scope_of(cfg, res),
         targets=scope_of(cfg),
-        slos=tuple(s for s in slos(cfg) if s.key in res.signals),
+        slos=tuple(s for s in slos(cfg) if s.signal is None or s.signal in res.signals),
     )

@@ -14,33 +14,16 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmHighTimeToFirstToken',
             expr:
-              'job_instance_model:vllm_time_to_first_token_seconds:p95_' + v.rateWindow + ' > ' + v.ttftP95WarningSeconds + '\n' +
+              'job_instance_model:vllm_time_to_first_token_seconds:p95_' + v.rateWindow + ' > 2.5\n' +
               'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > ' + v.minRequestRate,
+              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' * ' + v.rateWindowSeconds + ' >= ' + v.minRequests,
             'for': v.ttftFor,
             labels: {
               severity: 'warning',
             },
             annotations: {
-              summary: 'vLLM p95 time to first token is above ' + v.ttftP95WarningSecondsHuman + '.',
-              description: 'p95 time to first token of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold ' + v.ttftP95WarningSecondsHuman + ', for ' + v.ttftFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmhightimetofirsttoken',
-              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=9992326' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
-            },
-          },
-          {
-            alert: 'VllmHighTimeToFirstToken',
-            expr:
-              'job_instance_model:vllm_time_to_first_token_seconds:p95_' + v.rateWindow + ' > ' + v.ttftP95CriticalSeconds + '\n' +
-              'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > ' + v.minRequestRate,
-            'for': v.ttftFor,
-            labels: {
-              severity: 'critical',
-            },
-            annotations: {
-              summary: 'vLLM p95 time to first token is above ' + v.ttftP95CriticalSecondsHuman + '.',
-              description: 'p95 time to first token of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold ' + v.ttftP95CriticalSecondsHuman + ', for ' + v.ttftFor + ').',
+              summary: 'vLLM p95 time to first token is above 2.5s.',
+              description: 'p95 time to first token of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold 2.5s, for ' + v.ttftFor + ').',
               runbook_url: c.runbookURLPattern % 'vllmhightimetofirsttoken',
               dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=9992326' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -48,33 +31,16 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmHighTimePerOutputToken',
             expr:
-              'job_instance_model:vllm_inter_token_latency_seconds:p95_' + v.rateWindow + ' > ' + v.itlP95WarningSeconds + '\n' +
+              'job_instance_model:vllm_inter_token_latency_seconds:p95_' + v.rateWindow + ' > 0.2\n' +
               'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > ' + v.minRequestRate,
+              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' * ' + v.rateWindowSeconds + ' >= ' + v.minRequests,
             'for': v.itlFor,
             labels: {
               severity: 'warning',
             },
             annotations: {
-              summary: 'vLLM p95 inter-token latency (time per output token) is above ' + v.itlP95WarningSecondsHuman + '.',
-              description: 'p95 inter-token latency (time per output token) of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold ' + v.itlP95WarningSecondsHuman + ', for ' + v.itlFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmhightimeperoutputtoken',
-              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=767126' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
-            },
-          },
-          {
-            alert: 'VllmHighTimePerOutputToken',
-            expr:
-              'job_instance_model:vllm_inter_token_latency_seconds:p95_' + v.rateWindow + ' > ' + v.itlP95CriticalSeconds + '\n' +
-              'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > ' + v.minRequestRate,
-            'for': v.itlFor,
-            labels: {
-              severity: 'critical',
-            },
-            annotations: {
-              summary: 'vLLM p95 inter-token latency (time per output token) is above ' + v.itlP95CriticalSecondsHuman + '.',
-              description: 'p95 inter-token latency (time per output token) of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold ' + v.itlP95CriticalSecondsHuman + ', for ' + v.itlFor + ').',
+              summary: 'vLLM p95 inter-token latency (time per output token) is above 200ms.',
+              description: 'p95 inter-token latency (time per output token) of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold 200ms, for ' + v.itlFor + ').',
               runbook_url: c.runbookURLPattern % 'vllmhightimeperoutputtoken',
               dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=767126' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -155,7 +121,7 @@ local values = import '../lib/values.libsonnet';
             expr:
               'job_instance_model:vllm_preemptions_per_request:ratio_' + v.rateWindow + ' > ' + v.preemptionsPerRequest + '\n' +
               'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > ' + v.minRequestRate,
+              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' * ' + v.rateWindowSeconds + ' >= ' + v.minRequests,
             'for': v.preemptionsFor,
             labels: {
               severity: 'warning',
@@ -175,71 +141,16 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmRequestErrors',
             expr:
-              'job_instance_model:vllm_request_errors:ratio_' + v.rateWindow + ' > ' + v.errorRatioWarning + '\n' +
+              'job_instance_model:vllm_request_failures:ratio_' + v.rateWindow + ' > ' + v.errorRatioWarning + '\n' +
               'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > ' + v.minRequestRate,
+              'job_instance_model:vllm_requests_served:rate' + v.rateWindow + ' * ' + v.rateWindowSeconds + ' >= ' + v.minRequests,
             'for': v.errorsFor,
             labels: {
               severity: 'warning',
-              source: 'engine',
             },
             annotations: {
-              summary: 'More than ' + v.errorRatioWarningPercent + ' of vLLM requests fail.',
-              description: '{{ $value | humanizePercentage }} of the requests of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' finished with finished_reason="error" (threshold ' + v.errorRatioWarningPercent + ', for ' + v.errorsFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmrequesterrors',
-              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=6728951' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
-            },
-          },
-          {
-            alert: 'VllmRequestErrors',
-            expr:
-              'job_instance:vllm_http_5xx:ratio_' + v.rateWindow + ' > ' + v.errorRatioWarning + '\n' +
-              'and on (' + v.clusterBy + 'job, instance)\n' +
-              'job_instance:vllm_http_requests:rate' + v.rateWindow + ' > ' + v.minRequestRate,
-            'for': v.errorsFor,
-            labels: {
-              severity: 'warning',
-              source: 'http',
-            },
-            annotations: {
-              summary: 'More than ' + v.errorRatioWarningPercent + ' of vLLM requests fail.',
-              description: '{{ $value | humanizePercentage }} of the HTTP requests to {{ $labels.instance }}' + v.inCluster + ' answered 5xx (threshold ' + v.errorRatioWarningPercent + ', for ' + v.errorsFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmrequesterrors',
-              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=6728951' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
-            },
-          },
-          {
-            alert: 'VllmRequestErrors',
-            expr:
-              'job_instance_model:vllm_request_errors:ratio_' + v.rateWindow + ' > ' + v.errorRatioCritical + '\n' +
-              'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > ' + v.minRequestRate,
-            'for': v.errorsFor,
-            labels: {
-              severity: 'critical',
-              source: 'engine',
-            },
-            annotations: {
-              summary: 'More than ' + v.errorRatioCriticalPercent + ' of vLLM requests fail.',
-              description: '{{ $value | humanizePercentage }} of the requests of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' finished with finished_reason="error" (threshold ' + v.errorRatioCriticalPercent + ', for ' + v.errorsFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmrequesterrors',
-              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=6728951' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
-            },
-          },
-          {
-            alert: 'VllmRequestErrors',
-            expr:
-              'job_instance:vllm_http_5xx:ratio_' + v.rateWindow + ' > ' + v.errorRatioCritical + '\n' +
-              'and on (' + v.clusterBy + 'job, instance)\n' +
-              'job_instance:vllm_http_requests:rate' + v.rateWindow + ' > ' + v.minRequestRate,
-            'for': v.errorsFor,
-            labels: {
-              severity: 'critical',
-              source: 'http',
-            },
-            annotations: {
-              summary: 'More than ' + v.errorRatioCriticalPercent + ' of vLLM requests fail.',
-              description: '{{ $value | humanizePercentage }} of the HTTP requests to {{ $labels.instance }}' + v.inCluster + ' answered 5xx (threshold ' + v.errorRatioCriticalPercent + ', for ' + v.errorsFor + ').',
+              summary: 'More than ' + v.errorRatioWarningPercent + ' of one vLLM replica\'s requests fail.',
+              description: '{{ $value | humanizePercentage }} of the requests of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' failed (vLLM\'s errors or HTTP 5xx, the larger; threshold ' + v.errorRatioWarningPercent + ', for ' + v.errorsFor + ').',
               runbook_url: c.runbookURLPattern % 'vllmrequesterrors',
               dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=6728951' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -254,14 +165,18 @@ local values = import '../lib/values.libsonnet';
             expr:
               '(job_instance_model:vllm_requests_waiting:sum + job_instance_model:vllm_requests_running:sum) > 0\n' +
               'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'sum by (' + v.clusterBy + 'job, instance, model_name) (increase(vllm:generation_tokens_total{' + v.vllmSelector + '}[' + v.stallWindow + '])) == 0',
+              'sum by (' + v.clusterBy + 'job, instance, model_name) (\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'job, instance, model_name) (increase(vllm:prompt_tokens_total{' + v.vllmSelector + '}[' + v.stallWindow + '])), "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'job, instance, model_name) (increase(vllm:generation_tokens_total{' + v.vllmSelector + '}[' + v.stallWindow + '])), "part", "1", "", "")\n' +
+              ') == 0',
             'for': v.stallFor,
             labels: {
-              severity: 'critical',
+              severity: 'warning',
             },
             annotations: {
-              summary: 'vLLM has requests in flight but generates no tokens: the engine is stuck.',
-              description: '{{ $value }} requests are in flight on {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ', yet no token was generated for ' + v.stallWindow + '; /health may still answer 200. Restart the server.',
+              summary: 'vLLM has requests in flight but processes no tokens: the engine is stuck.',
+              description: '{{ $value }} requests are in flight on {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ', yet no prompt token was processed and no token generated for ' + v.stallWindow + '; /health may still answer 200. Restart the server.',
               runbook_url: c.runbookURLPattern % 'vllmenginestalled',
               dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=7212151' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -272,15 +187,23 @@ local values = import '../lib/values.libsonnet';
               'up{' + v.vllmSelector + '} == 0\n' +
               'unless on (' + v.clusterBy + 'instance)\n' +
               '(\n' +
-              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1\n' +
-              '  or\n' +
               '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"stopping|stopped"}) == 1\n' +
               '  and on (' + v.clusterBy + 'instance)\n' +
               '  time() - max by (' + v.clusterBy + 'instance) (vllm_log_server_state_since_timestamp_seconds{' + v.logExporterSelector + '}) < ' + v.plannedStopGraceSeconds + '\n' +
+              '  or\n' +
+              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  (\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="shutdown"}) > on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    and on (' + v.clusterBy + 'instance)\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    or\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"}) == 0\n' +
+              '  )\n' +
               ')',
             'for': v.targetDownFor,
             labels: {
-              severity: 'critical',
+              severity: 'warning',
             },
             annotations: {
               summary: 'Prometheus cannot scrape a vLLM server.',
@@ -325,13 +248,38 @@ local values = import '../lib/values.libsonnet';
         ],
       },
       {
+        name: 'vllm-obs.capacity',
+        rules: [
+          {
+            alert: 'VllmModelCapacityLow',
+            expr:
+              '(\n' +
+              'job_model:vllm_replicas_ready:count < ' + v.minReadyReplicas + '\n' +
+              'or\n' +
+              'job_model:vllm_replicas_ready:count < ' + v.capacityFraction + ' * job_model:vllm_replicas_discovered:count\n' +
+              ')\n' +
+              '* on (' + v.clusterBy + 'job, model_name) group_right ()\n' +
+              '(job_instance_model:vllm_replica_unready:cause * 0 + 1)',
+            labels: {
+              severity: 'critical',
+            },
+            annotations: {
+              summary: 'A vLLM model has lost serving capacity.',
+              description: 'Model {{ $labels.model_name }}' + v.inCluster + ' has {{ $value }} ready replicas, below its floor; {{ $labels.instance }} is {{ $labels.cause }}.',
+              runbook_url: c.runbookURLPattern % 'vllmmodelcapacitylow',
+              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4883032' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+        ],
+      },
+      {
         name: 'vllm-obs.log-events',
         rules: [
           {
             alert: 'VllmEngineDead',
             expr: 'increase(vllm_log_events_total{' + v.logExporterSelector + ', event="engine_dead"}[' + v.logEventWindow + ']) > 0',
             labels: {
-              severity: 'critical',
+              severity: 'warning',
             },
             annotations: {
               summary: 'The vLLM engine died.',
@@ -344,7 +292,7 @@ local values = import '../lib/values.libsonnet';
             alert: 'VllmOutOfMemory',
             expr: 'increase(vllm_log_events_total{' + v.logExporterSelector + ', event="oom"}[' + v.logEventWindow + ']) > 0',
             labels: {
-              severity: 'critical',
+              severity: 'warning',
             },
             annotations: {
               summary: 'vLLM ran out of memory.',
@@ -357,7 +305,7 @@ local values = import '../lib/values.libsonnet';
             alert: 'VllmStartupFailed',
             expr: 'increase(vllm_log_events_total{' + v.logExporterSelector + ', event="startup_failed"}[' + v.logEventWindow + ']) > 0',
             labels: {
-              severity: 'critical',
+              severity: 'warning',
             },
             annotations: {
               summary: 'vLLM failed to start.',
@@ -394,10 +342,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'instance)\n' +
               'max by (' + v.clusterBy + 'instance) (vllm_probe_health_up{' + v.probeSelector + '}) == 1\n' +
               'unless on (' + v.clusterBy + 'instance)\n' +
-              'sum by (' + v.clusterBy + 'instance) (increase(vllm:generation_tokens_total{' + v.vllmSelector + '}[' + v.hungProgressWindow + '])) > 0',
+              'sum by (' + v.clusterBy + 'instance) (\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'instance) (increase(vllm:prompt_tokens_total{' + v.vllmSelector + '}[' + v.hungProgressWindow + '])), "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'instance) (increase(vllm:generation_tokens_total{' + v.vllmSelector + '}[' + v.hungProgressWindow + '])), "part", "1", "", "")\n' +
+              ') > 0',
             'for': v.hungFor,
             labels: {
-              severity: 'critical',
+              severity: 'warning',
             },
             annotations: {
               summary: 'vLLM answers /health but cannot serve a one-token request: the engine is hung.',
@@ -461,29 +413,13 @@ local values = import '../lib/values.libsonnet';
             },
           },
           {
-            alert: 'VllmStartupSlow',
-            expr:
-              '(time() - max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_begin"})) > ' + v.expectedStartupSecondsTwice + '\n' +
-              'and on (' + v.clusterBy + 'instance)\n' +
-              'max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1',
-            labels: {
-              severity: 'critical',
-            },
-            annotations: {
-              summary: 'vLLM is taking longer than expected to start.',
-              description: '{{ $labels.instance }}' + v.inCluster + ' has been starting for {{ $value | humanizeDuration }}, more than twice the expected ' + v.expectedStartup + ' (log: loading weights, profiling, warm-up); it does not serve yet.',
-              runbook_url: c.runbookURLPattern % 'vllmstartupslow',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=629535' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
-            },
-          },
-          {
             alert: 'VllmRestartLoop',
             expr:
-              'max by (' + v.clusterBy + 'instance) (max_over_time(vllm_log_events_total{' + v.logExporterSelector + ', event="startup_begin"}[' + v.restartLoopWindow + ']) - min_over_time(vllm_log_events_total{' + v.logExporterSelector + ', event="startup_begin"}[' + v.restartLoopWindow + '])) >= ' + v.restartLoopStarts + '\n' +
+              'sum by (' + v.clusterBy + 'instance) (increase(vllm_log_events_total{' + v.logExporterSelector + ', event="startup_begin"}[' + v.restartLoopWindow + '])) >= ' + v.restartLoopStarts + '\n' +
               'unless on (' + v.clusterBy + 'instance)\n' +
               'max by (' + v.clusterBy + 'instance) (max_over_time(vllm_log_server_state{' + v.logExporterSelector + ', state=~"ready"}[' + v.restartLoopWindow + '])) == 1',
             labels: {
-              severity: 'critical',
+              severity: 'warning',
             },
             annotations: {
               summary: 'vLLM keeps restarting and never becomes ready.',
@@ -511,11 +447,97 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.slo-burn',
         rules: [
           {
+            alert: 'VllmAvailabilityBudgetBurn',
+            expr:
+              'job_model:vllm_request_availability:slo_miss_ratio_1h > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests,
+            'for': '2m',
+            labels: {
+              severity: 'critical',
+              long: '1h',
+              short: '5m',
+            },
+            annotations: {
+              summary: 'vLLM is burning its availability error budget too fast.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 1h, 14.4x the rate its ' + v.availabilityObjectivePercent + ' objective allows.',
+              runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
+              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
+            alert: 'VllmAvailabilityBudgetBurn',
+            expr:
+              'job_model:vllm_request_availability:slo_miss_ratio_6h > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests,
+            'for': '15m',
+            labels: {
+              severity: 'critical',
+              long: '6h',
+              short: '30m',
+            },
+            annotations: {
+              summary: 'vLLM is burning its availability error budget too fast.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 6h, 6x the rate its ' + v.availabilityObjectivePercent + ' objective allows.',
+              runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
+              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
+            alert: 'VllmAvailabilityBudgetBurn',
+            expr:
+              'job_model:vllm_request_availability:slo_miss_ratio_1d > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_miss_ratio_2h > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_1d >= ' + v.sloMinRequests,
+            'for': '1h',
+            labels: {
+              severity: 'warning',
+              long: '1d',
+              short: '2h',
+            },
+            annotations: {
+              summary: 'vLLM is burning its availability error budget too fast.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 1d, 3x the rate its ' + v.availabilityObjectivePercent + ' objective allows.',
+              runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
+              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
+            alert: 'VllmAvailabilityBudgetBurn',
+            expr:
+              'job_model:vllm_request_availability:slo_miss_ratio_3d > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_miss_ratio_6h > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_3d >= ' + v.sloMinRequests,
+            'for': '3h',
+            labels: {
+              severity: 'warning',
+              long: '3d',
+              short: '6h',
+            },
+            annotations: {
+              summary: 'vLLM is burning its availability error budget too fast.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 3d, 1x the rate its ' + v.availabilityObjectivePercent + ' objective allows.',
+              runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
+              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
             alert: 'VllmTimeToFirstTokenBudgetBurn',
             expr:
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')',
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests,
             'for': '2m',
             labels: {
               severity: 'critical',
@@ -524,7 +546,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of requests over 1h, 14.4x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 1h, 14.4x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -534,7 +556,9 @@ local values = import '../lib/values.libsonnet';
             expr:
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (6 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')',
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests,
             'for': '15m',
             labels: {
               severity: 'critical',
@@ -543,7 +567,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of requests over 6h, 6x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 6h, 6x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -553,7 +577,9 @@ local values = import '../lib/values.libsonnet';
             expr:
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d > (3 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h > (3 * ' + v.ttftObjectiveBudget + ')',
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h > (3 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_1d >= ' + v.sloMinRequests,
             'for': '1h',
             labels: {
               severity: 'warning',
@@ -562,7 +588,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of requests over 1d, 3x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 1d, 3x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -572,7 +598,9 @@ local values = import '../lib/values.libsonnet';
             expr:
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d > (1 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (1 * ' + v.ttftObjectiveBudget + ')',
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (1 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_3d >= ' + v.sloMinRequests,
             'for': '3h',
             labels: {
               severity: 'warning',
@@ -581,7 +609,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of requests over 3d, 1x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 3d, 1x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -591,7 +619,9 @@ local values = import '../lib/values.libsonnet';
             expr:
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')',
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests,
             'for': '2m',
             labels: {
               severity: 'critical',
@@ -600,7 +630,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of requests over 1h, 14.4x the rate its ' + v.itlObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 1h, 14.4x the rate its ' + v.itlObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -610,7 +640,9 @@ local values = import '../lib/values.libsonnet';
             expr:
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (6 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')',
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests,
             'for': '15m',
             labels: {
               severity: 'critical',
@@ -619,7 +651,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of requests over 6h, 6x the rate its ' + v.itlObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 6h, 6x the rate its ' + v.itlObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -629,7 +661,9 @@ local values = import '../lib/values.libsonnet';
             expr:
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d > (3 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h > (3 * ' + v.itlObjectiveBudget + ')',
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h > (3 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_1d >= ' + v.sloMinRequests,
             'for': '1h',
             labels: {
               severity: 'warning',
@@ -638,7 +672,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of requests over 1d, 3x the rate its ' + v.itlObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 1d, 3x the rate its ' + v.itlObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -648,7 +682,9 @@ local values = import '../lib/values.libsonnet';
             expr:
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d > (1 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (1 * ' + v.itlObjectiveBudget + ')',
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (1 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_requests_3d >= ' + v.sloMinRequests,
             'for': '3h',
             labels: {
               severity: 'warning',
@@ -657,7 +693,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of requests over 3d, 1x the rate its ' + v.itlObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 3d, 1x the rate its ' + v.itlObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -727,6 +763,80 @@ local values = import '../lib/values.libsonnet';
               description: 'Always firing. If its heartbeat stops arriving at the dead man\'s switch, Prometheus, Alertmanager or the path between them is broken.',
               runbook_url: c.runbookURLPattern % 'watchdog',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
+            alert: 'VllmObsRuleEvaluationFailures',
+            expr: 'sum by (' + v.clusterBy + 'instance, rule_group) (increase(prometheus_rule_evaluation_failures_total{job="prometheus", rule_group=~".*;vllm-obs\\\\..*"}[' + v.rateWindow + '])) > 0',
+            'for': v.pipelineFor,
+            labels: {
+              severity: 'critical',
+            },
+            annotations: {
+              summary: 'Prometheus fails to evaluate vllm-obs rules: their alerts cannot fire.',
+              description: '{{ $labels.instance }}' + v.inCluster + ' failed {{ $value | humanize }} evaluations of rule group {{ $labels.rule_group }} in ' + v.rateWindow + ', for ' + v.pipelineFor + '.',
+              runbook_url: c.runbookURLPattern % 'vllmobsruleevaluationfailures',
+              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=7050341' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
+            alert: 'VllmObsNotificationsFailing',
+            expr: 'sum by (' + v.clusterBy + 'instance) (rate(prometheus_notifications_errors_total{job="prometheus"}[' + v.rateWindow + '])) > 0',
+            'for': v.pipelineFor,
+            labels: {
+              severity: 'critical',
+              stage: 'prometheus',
+            },
+            annotations: {
+              summary: 'vllm-obs alerts are not reaching their receivers.',
+              description: 'Prometheus {{ $labels.instance }}' + v.inCluster + ' fails to send alerts to Alertmanager ({{ $value | humanize }}/s, for ' + v.pipelineFor + ').',
+              runbook_url: c.runbookURLPattern % 'vllmobsnotificationsfailing',
+              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=6945456' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
+            alert: 'VllmObsNotificationsFailing',
+            expr: 'sum by (' + v.clusterBy + 'instance, integration) (rate(alertmanager_notifications_failed_total{job="alertmanager"}[' + v.rateWindow + '])) > 0',
+            'for': v.pipelineFor,
+            labels: {
+              severity: 'critical',
+              stage: 'alertmanager',
+            },
+            annotations: {
+              summary: 'vllm-obs alerts are not reaching their receivers.',
+              description: 'Alertmanager {{ $labels.instance }}' + v.inCluster + ' fails to deliver notifications through {{ $labels.integration }} ({{ $value | humanize }}/s, for ' + v.pipelineFor + ').',
+              runbook_url: c.runbookURLPattern % 'vllmobsnotificationsfailing',
+              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=6945456' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
+            alert: 'VllmObsConfigReloadFailed',
+            expr: 'max by (' + v.clusterBy + 'instance) (prometheus_config_last_reload_successful{job="prometheus"}) == 0',
+            'for': v.pipelineFor,
+            labels: {
+              severity: 'critical',
+              component: 'prometheus',
+            },
+            annotations: {
+              summary: 'Prometheus or Alertmanager runs an old configuration: the last reload failed.',
+              description: 'The last configuration reload of prometheus {{ $labels.instance }}' + v.inCluster + ' failed (for ' + v.pipelineFor + '); it still runs the previous one.',
+              runbook_url: c.runbookURLPattern % 'vllmobsconfigreloadfailed',
+              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=8082437' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
+            alert: 'VllmObsConfigReloadFailed',
+            expr: 'max by (' + v.clusterBy + 'instance) (alertmanager_config_last_reload_successful{job="alertmanager"}) == 0',
+            'for': v.pipelineFor,
+            labels: {
+              severity: 'critical',
+              component: 'alertmanager',
+            },
+            annotations: {
+              summary: 'Prometheus or Alertmanager runs an old configuration: the last reload failed.',
+              description: 'The last configuration reload of alertmanager {{ $labels.instance }}' + v.inCluster + ' failed (for ' + v.pipelineFor + '); it still runs the previous one.',
+              runbook_url: c.runbookURLPattern % 'vllmobsconfigreloadfailed',
+              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=8082437' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],

@@ -6,17 +6,10 @@ local f = import 'format.libsonnet';
 
 function(c)
   local rateWindow = c.rateWindow;
-  local ttftP95WarningSeconds = f.number(c.ttftP95WarningSeconds);
-  local ttftP95WarningSecondsHuman = f.humanSeconds(c.ttftP95WarningSeconds);
-  local ttftP95CriticalSeconds = f.number(c.ttftP95CriticalSeconds);
-  local ttftP95CriticalSecondsHuman = f.humanSeconds(c.ttftP95CriticalSeconds);
+  local rateWindowSeconds = std.toString(f.seconds(c.rateWindow));
   local ttftFor = c.ttftFor;
-  local itlP95WarningSeconds = f.number(c.itlP95WarningSeconds);
-  local itlP95WarningSecondsHuman = f.humanSeconds(c.itlP95WarningSeconds);
-  local itlP95CriticalSeconds = f.number(c.itlP95CriticalSeconds);
-  local itlP95CriticalSecondsHuman = f.humanSeconds(c.itlP95CriticalSeconds);
   local itlFor = c.itlFor;
-  local minRequestRate = f.number(c.minRequestRate);
+  local minRequests = f.number(c.minRequests);
   local queueWaitingThreshold = f.number(c.queueWaitingThreshold);
   local queueWaitingThresholdG = f.g(c.queueWaitingThreshold);
   local queueFor = c.queueFor;
@@ -36,8 +29,6 @@ function(c)
   local preemptionsFor = c.preemptionsFor;
   local errorRatioWarning = f.number(c.errorRatioWarning);
   local errorRatioWarningPercent = f.percent(c.errorRatioWarning);
-  local errorRatioCritical = f.number(c.errorRatioCritical);
-  local errorRatioCriticalPercent = f.percent(c.errorRatioCritical);
   local errorsFor = c.errorsFor;
   local stallWindow = c.stallWindow;
   local stallFor = c.stallFor;
@@ -48,17 +39,18 @@ function(c)
   local hungProgressWindow = c.hungProgressWindow;
   local probeDownFor = c.probeDownFor;
   local logEventWindow = c.logEventWindow;
+  local logEventWindowSeconds = std.toString(f.seconds(c.logEventWindow));
   local rejectionsFor = c.rejectionsFor;
   local engineKvSpread = f.number(c.engineKvSpread);
   local engineWaitingSpread = f.number(c.engineWaitingSpread);
   local engineImbalanceFor = c.engineImbalanceFor;
   local expectedStartup = c.expectedStartup;
   local expectedStartupSeconds = std.toString(f.seconds(c.expectedStartup));
-  local expectedStartupSecondsTwice = std.toString(2 * f.seconds(c.expectedStartup));
   local plannedStopGraceSeconds = std.toString(f.seconds(c.plannedStopGrace));
   local restartLoopStarts = f.number(c.restartLoopStarts);
   local restartLoopWindow = c.restartLoopWindow;
   local logExporterDownFor = c.logExporterDownFor;
+  local pipelineFor = c.pipelineFor;
   local ttftObjective = f.number(c.ttftObjective);
   local ttftObjectivePercent = f.percent(c.ttftObjective);
   local ttftObjectivePercent2 = f.fixedPercent(c.ttftObjective, 2);
@@ -71,8 +63,18 @@ function(c)
   local itlObjectiveBudget = f.number(f.budget(c.itlObjective));
   local itlObjectiveBudgetG = f.g(f.budget(c.itlObjective));
   local itlObjectiveBudgetPercent2 = f.fixedPercent(f.budget(c.itlObjective), 2);
+  local availabilityObjective = f.number(c.availabilityObjective);
+  local availabilityObjectivePercent = f.percent(c.availabilityObjective);
+  local availabilityObjectivePercent2 = f.fixedPercent(c.availabilityObjective, 2);
+  local availabilityObjectiveBudget = f.number(f.budget(c.availabilityObjective));
+  local availabilityObjectiveBudgetG = f.g(f.budget(c.availabilityObjective));
+  local availabilityObjectiveBudgetPercent2 = f.fixedPercent(f.budget(c.availabilityObjective), 2);
+  local sloMinRequests = f.number(c.sloMinRequests);
+  local minReadyReplicas = f.number(c.minReadyReplicas);
+  local capacityFraction = f.number(c.capacityFraction);
   local vllmSelector = c.vllmSelector;
   local vllmJobRegex = f.regexLiteral(c.vllmJob);
+  local vllmJob = c.vllmJob;
   local logExporterSelector = c.logExporterSelector;
   local logExporterJobRegex = f.regexLiteral(c.logExporterJob);
   local probeSelector = c.probeSelector;
@@ -96,17 +98,10 @@ function(c)
   local dashboardTimeFrom = c.dashboardTimeFrom;
 {
   rateWindow: rateWindow,
-  ttftP95WarningSeconds: ttftP95WarningSeconds,
-  ttftP95WarningSecondsHuman: ttftP95WarningSecondsHuman,
-  ttftP95CriticalSeconds: ttftP95CriticalSeconds,
-  ttftP95CriticalSecondsHuman: ttftP95CriticalSecondsHuman,
+  rateWindowSeconds: rateWindowSeconds,
   ttftFor: ttftFor,
-  itlP95WarningSeconds: itlP95WarningSeconds,
-  itlP95WarningSecondsHuman: itlP95WarningSecondsHuman,
-  itlP95CriticalSeconds: itlP95CriticalSeconds,
-  itlP95CriticalSecondsHuman: itlP95CriticalSecondsHuman,
   itlFor: itlFor,
-  minRequestRate: minRequestRate,
+  minRequests: minRequests,
   queueWaitingThreshold: queueWaitingThreshold,
   queueWaitingThresholdG: queueWaitingThresholdG,
   queueFor: queueFor,
@@ -126,8 +121,6 @@ function(c)
   preemptionsFor: preemptionsFor,
   errorRatioWarning: errorRatioWarning,
   errorRatioWarningPercent: errorRatioWarningPercent,
-  errorRatioCritical: errorRatioCritical,
-  errorRatioCriticalPercent: errorRatioCriticalPercent,
   errorsFor: errorsFor,
   stallWindow: stallWindow,
   stallFor: stallFor,
@@ -138,17 +131,18 @@ function(c)
   hungProgressWindow: hungProgressWindow,
   probeDownFor: probeDownFor,
   logEventWindow: logEventWindow,
+  logEventWindowSeconds: logEventWindowSeconds,
   rejectionsFor: rejectionsFor,
   engineKvSpread: engineKvSpread,
   engineWaitingSpread: engineWaitingSpread,
   engineImbalanceFor: engineImbalanceFor,
   expectedStartup: expectedStartup,
   expectedStartupSeconds: expectedStartupSeconds,
-  expectedStartupSecondsTwice: expectedStartupSecondsTwice,
   plannedStopGraceSeconds: plannedStopGraceSeconds,
   restartLoopStarts: restartLoopStarts,
   restartLoopWindow: restartLoopWindow,
   logExporterDownFor: logExporterDownFor,
+  pipelineFor: pipelineFor,
   ttftObjective: ttftObjective,
   ttftObjectivePercent: ttftObjectivePercent,
   ttftObjectivePercent2: ttftObjectivePercent2,
@@ -161,8 +155,18 @@ function(c)
   itlObjectiveBudget: itlObjectiveBudget,
   itlObjectiveBudgetG: itlObjectiveBudgetG,
   itlObjectiveBudgetPercent2: itlObjectiveBudgetPercent2,
+  availabilityObjective: availabilityObjective,
+  availabilityObjectivePercent: availabilityObjectivePercent,
+  availabilityObjectivePercent2: availabilityObjectivePercent2,
+  availabilityObjectiveBudget: availabilityObjectiveBudget,
+  availabilityObjectiveBudgetG: availabilityObjectiveBudgetG,
+  availabilityObjectiveBudgetPercent2: availabilityObjectiveBudgetPercent2,
+  sloMinRequests: sloMinRequests,
+  minReadyReplicas: minReadyReplicas,
+  capacityFraction: capacityFraction,
   vllmSelector: vllmSelector,
   vllmJobRegex: vllmJobRegex,
+  vllmJob: vllmJob,
   logExporterSelector: logExporterSelector,
   logExporterJobRegex: logExporterJobRegex,
   probeSelector: probeSelector,

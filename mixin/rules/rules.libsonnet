@@ -267,6 +267,10 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.recording-traffic',
         rules: [
           {
+            record: 'job_instance_model:vllm_served_model:last1h',
+            expr: 'group by (' + v.clusterBy + 'job, instance, model_name) (last_over_time(vllm:num_requests_running{' + v.vllmSelector + '}[1h]))',
+          },
+          {
             record: 'instance_model:vllm_probe_requests_answered:rate' + v.rateWindow,
             expr:
               'sum by (' + v.clusterBy + 'instance, model_name) (rate(vllm_probe_requests_total{' + v.probeSelector + '}[' + v.rateWindow + ']))\n' +
@@ -288,6 +292,18 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_model:vllm_requests_finished:rate' + v.rateWindow,
             expr: 'sum by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_instance_model:vllm_requests_good:rate' + v.rateWindow,
+            expr:
+              'clamp_min(\n' +
+              '  sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_success_total{' + v.vllmSelector + ', finished_reason=~"stop|length"}[' + v.rateWindow + ']))\n' +
+              '  - on (' + v.clusterBy + 'instance, model_name) group_left ()\n' +
+              '  instance_model:vllm_probe_requests_answered:rate' + v.rateWindow + ',\n' +
+              '  0\n' +
+              ')\n' +
+              'or\n' +
+              'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_success_total{' + v.vllmSelector + ', finished_reason=~"stop|length"}[' + v.rateWindow + ']))',
           },
           {
             record: 'job_instance_model:vllm_requests_failed:rate' + v.rateWindow,
@@ -335,17 +351,70 @@ local values = import '../lib/values.libsonnet';
               '(sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:prefix_cache_queries_total{' + v.vllmSelector + '}[' + v.rateWindow + '])) > 0)',
           },
           {
-            record: 'job_instance:vllm_http_requests:rate' + v.rateWindow,
-            expr: 'sum by (' + v.clusterBy + 'job, instance) (rate(http_requests_total{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+            record: 'job_instance:vllm_http_inference_requests:rate' + v.rateWindow,
+            expr:
+              'clamp_min(\n' +
+              '  sum by (' + v.clusterBy + 'job, instance) (rate(http_requests_total{' + v.vllmSelector + ', handler=~"/v1/chat/completions|/v1/completions|/v1/embeddings|/v1/responses|/v1/messages|/v1/audio/transcriptions|/v1/audio/translations|/v1/score|/v1/rerank|/v2/rerank|/v2/embed|/pooling|/classify|/score|/rerank|/invocations|/inference/v1/generate|/cohere/v2/chat"}[' + v.rateWindow + ']))\n' +
+              '  - on (' + v.clusterBy + 'instance) group_left ()\n' +
+              '  (sum by (' + v.clusterBy + 'instance) (rate(vllm_probe_requests_total{' + v.probeSelector + '}[' + v.rateWindow + '])) - sum by (' + v.clusterBy + 'instance) (rate(vllm_probe_failures_total{' + v.probeSelector + ', reason=~"timeout|refused|error"}[' + v.rateWindow + ']))),\n' +
+              '  0\n' +
+              ')\n' +
+              'or\n' +
+              'sum by (' + v.clusterBy + 'job, instance) (rate(http_requests_total{' + v.vllmSelector + ', handler=~"/v1/chat/completions|/v1/completions|/v1/embeddings|/v1/responses|/v1/messages|/v1/audio/transcriptions|/v1/audio/translations|/v1/score|/v1/rerank|/v2/rerank|/v2/embed|/pooling|/classify|/score|/rerank|/invocations|/inference/v1/generate|/cohere/v2/chat"}[' + v.rateWindow + ']))',
+          },
+          {
+            record: 'job_instance:vllm_http_inference_5xx:rate' + v.rateWindow,
+            expr:
+              'clamp_min(\n' +
+              '  sum by (' + v.clusterBy + 'job, instance) (rate(http_requests_total{' + v.vllmSelector + ', handler=~"/v1/chat/completions|/v1/completions|/v1/embeddings|/v1/responses|/v1/messages|/v1/audio/transcriptions|/v1/audio/translations|/v1/score|/v1/rerank|/v2/rerank|/v2/embed|/pooling|/classify|/score|/rerank|/invocations|/inference/v1/generate|/cohere/v2/chat", status="5xx"}[' + v.rateWindow + ']))\n' +
+              '  - on (' + v.clusterBy + 'instance) group_left ()\n' +
+              '  sum by (' + v.clusterBy + 'instance) (rate(vllm_probe_failures_total{' + v.probeSelector + ', reason="http_5xx"}[' + v.rateWindow + '])),\n' +
+              '  0\n' +
+              ')\n' +
+              'or\n' +
+              'sum by (' + v.clusterBy + 'job, instance) (rate(http_requests_total{' + v.vllmSelector + ', handler=~"/v1/chat/completions|/v1/completions|/v1/embeddings|/v1/responses|/v1/messages|/v1/audio/transcriptions|/v1/audio/translations|/v1/score|/v1/rerank|/v2/rerank|/v2/embed|/pooling|/classify|/score|/rerank|/invocations|/inference/v1/generate|/cohere/v2/chat", status="5xx"}[' + v.rateWindow + ']))\n' +
+              'or\n' +
+              '0 * job_instance:vllm_http_inference_requests:rate' + v.rateWindow,
           },
           {
             record: 'job_instance:vllm_http_5xx:ratio_' + v.rateWindow,
             expr:
-              'sum by (' + v.clusterBy + 'job, instance) (rate(http_requests_total{' + v.vllmSelector + ', status="5xx"}[' + v.rateWindow + ']))\n' +
+              'job_instance:vllm_http_inference_5xx:rate' + v.rateWindow + '\n' +
               '/\n' +
-              '(job_instance:vllm_http_requests:rate' + v.rateWindow + ' > 0)\n' +
-              'or\n' +
-              '0 * (job_instance:vllm_http_requests:rate' + v.rateWindow + ' > 0)',
+              '(job_instance:vllm_http_inference_requests:rate' + v.rateWindow + ' > 0)',
+          },
+          {
+            record: 'job_instance_model:vllm_requests_failing:rate' + v.rateWindow,
+            expr:
+              'max by (' + v.clusterBy + 'job, instance, model_name) (\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'job, instance, model_name) (\n' +
+              '  label_replace(job_instance_model:vllm_requests_failed:rate' + v.rateWindow + ', "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:admission_rejections_total{' + v.vllmSelector + '}[' + v.rateWindow + '])), "part", "1", "", "")\n' +
+              '), "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(job_instance:vllm_http_inference_5xx:rate' + v.rateWindow + '\n' +
+              '* on (' + v.clusterBy + 'job, instance) group_left (model_name)\n' +
+              'max by (' + v.clusterBy + 'job, instance, model_name) (job_instance_model:vllm_served_model:last1h), "part", "1", "", "")\n' +
+              ')',
+          },
+          {
+            record: 'job_instance_model:vllm_requests_served:rate' + v.rateWindow,
+            expr:
+              'max by (' + v.clusterBy + 'job, instance, model_name) (\n' +
+              '  label_replace(job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ', "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(job_instance:vllm_http_inference_requests:rate' + v.rateWindow + '\n' +
+              '* on (' + v.clusterBy + 'job, instance) group_left (model_name)\n' +
+              'max by (' + v.clusterBy + 'job, instance, model_name) (job_instance_model:vllm_served_model:last1h), "part", "1", "", "")\n' +
+              ')',
+          },
+          {
+            record: 'job_instance_model:vllm_request_failures:ratio_' + v.rateWindow,
+            expr:
+              'job_instance_model:vllm_requests_failing:rate' + v.rateWindow + '\n' +
+              '/\n' +
+              '(job_instance_model:vllm_requests_served:rate' + v.rateWindow + ' > 0)',
           },
         ],
       },
@@ -394,133 +463,371 @@ local values = import '../lib/values.libsonnet';
         ],
       },
       {
-        name: 'vllm-obs.slo',
+        name: 'vllm-obs.recording-capacity',
         rules: [
           {
-            record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m',
+            record: 'job_instance_model:vllm_replica_unready:cause',
             expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + ', le="2.5"}[5m]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[5m])) > 0)\n' +
+              '(\n' +
+              'label_replace(\n' +
+              '  job_instance_model:vllm_served_model:last1h\n' +
+              '* on (' + v.clusterBy + 'instance) group_left ()\n' +
+              '(max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"dead|failed_start|starting|loading"}) == 1\n' +
+              'and on (' + v.clusterBy + 'instance)\n' +
+              'time() - (max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="oom"}) > 0) < ' + v.logEventWindowSeconds + '),\n' +
+              '  "cause", "out_of_memory", "", ""\n' +
+              ')\n' +
+              'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
+              'label_replace(\n' +
+              '  job_instance_model:vllm_served_model:last1h\n' +
+              '* on (' + v.clusterBy + 'instance) group_left ()\n' +
+              '(max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"dead|failed_start"}) == 1),\n' +
+              '  "cause", "dead", "", ""\n' +
+              ')\n' +
+              'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
+              'label_replace(\n' +
+              '  job_instance_model:vllm_served_model:last1h\n' +
+              '* on (' + v.clusterBy + 'instance) group_left ()\n' +
+              '(max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1\n' +
+              'unless on (' + v.clusterBy + 'instance)\n' +
+              '(\n' +
+              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"stopping|stopped"}) == 1\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  time() - max by (' + v.clusterBy + 'instance) (vllm_log_server_state_since_timestamp_seconds{' + v.logExporterSelector + '}) < ' + v.plannedStopGraceSeconds + '\n' +
+              '  or\n' +
+              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  (\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="shutdown"}) > on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    and on (' + v.clusterBy + 'instance)\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    or\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"}) == 0\n' +
+              '  )\n' +
+              ')),\n' +
+              '  "cause", "restarting", "", ""\n' +
+              ')\n' +
+              'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
+              'label_replace(\n' +
+              '  job_instance_model:vllm_served_model:last1h\n' +
+              '* on (' + v.clusterBy + 'instance) group_left ()\n' +
+              '(\n' +
+              '  max by (' + v.clusterBy + 'instance) (max_over_time(vllm_probe_success{' + v.probeSelector + '}[' + v.hungFor + '])) == 0\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  sum by (' + v.clusterBy + 'instance) (increase(vllm_probe_failures_total{' + v.probeSelector + ', reason=~"timeout|http_5xx"}[' + v.hungFor + '])) > 0\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  max by (' + v.clusterBy + 'instance) (vllm_probe_health_up{' + v.probeSelector + '}) == 1\n' +
+              '  unless on (' + v.clusterBy + 'instance)\n' +
+              '  sum by (' + v.clusterBy + 'instance) (\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'instance) (increase(vllm:prompt_tokens_total{' + v.vllmSelector + '}[' + v.hungProgressWindow + '])), "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'instance) (increase(vllm:generation_tokens_total{' + v.vllmSelector + '}[' + v.hungProgressWindow + '])), "part", "1", "", "")\n' +
+              ') > 0\n' +
+              '),\n' +
+              '  "cause", "hung", "", ""\n' +
+              ')\n' +
+              'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
+              'label_replace(\n' +
+              '  job_instance_model:vllm_served_model:last1h\n' +
+              'unless on (' + v.clusterBy + 'job, instance)\n' +
+              'max_over_time(up{' + v.vllmSelector + '}[' + v.targetDownFor + ']) == 1,\n' +
+              '  "cause", "down", "", ""\n' +
+              ')\n' +
+              ')\n' +
+              'unless on (' + v.clusterBy + 'instance)\n' +
+              '(\n' +
+              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"stopping|stopped"}) == 1\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  time() - max by (' + v.clusterBy + 'instance) (vllm_log_server_state_since_timestamp_seconds{' + v.logExporterSelector + '}) < ' + v.plannedStopGraceSeconds + '\n' +
+              '  or\n' +
+              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  (\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="shutdown"}) > on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    and on (' + v.clusterBy + 'instance)\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    or\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"}) == 0\n' +
+              '  )\n' +
               ')',
+          },
+          {
+            record: 'job_instance_model:vllm_replica_ready:bool',
+            expr:
+              '(job_instance_model:vllm_served_model:last1h unless on (' + v.clusterBy + 'job, instance, model_name) job_instance_model:vllm_replica_unready:cause)\n' +
+              'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
+              'max by (' + v.clusterBy + 'job, instance, model_name) (job_instance_model:vllm_replica_unready:cause) * 0',
+          },
+          {
+            record: 'job_model:vllm_replicas_ready:count',
+            expr: 'sum by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_replica_ready:bool)',
+          },
+          {
+            record: 'job_model:vllm_replicas_discovered:count',
+            expr: 'count by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_served_model:last1h and on (' + v.clusterBy + 'job, instance) up{' + v.vllmSelector + '})',
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.slo-availability',
+        rules: [
+          {
+            record: 'job_model:vllm_request_availability:slo_bad_rate5m',
+            expr:
+              'sum by (' + v.clusterBy + 'job, model_name) (\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_requests_failing:rate' + v.rateWindow + '), "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(label_replace(sum by (' + v.clusterBy + 'model_name) (rate(vllm_probe_failures_total{' + v.probeSelector + ', reason=~"timeout|http_5xx|refused"}[5m])), "job", "' + v.vllmJob + '", "", ""), "part", "1", "", "")\n' +
+              ')',
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_total_rate5m',
+            expr:
+              'sum by (' + v.clusterBy + 'job, model_name) (\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_requests_good:rate' + v.rateWindow + '), "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(job_model:vllm_request_availability:slo_bad_rate5m, "part", "1", "", "")\n' +
+              ')',
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_miss_ratio_5m',
+            expr: |||-
+              job_model:vllm_request_availability:slo_bad_rate5m
+              /
+              (job_model:vllm_request_availability:slo_total_rate5m > 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_miss_ratio_30m',
+            expr: |||-
+              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[30m])
+              /
+              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[30m]) > 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_miss_ratio_1h',
+            expr: |||-
+              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h])
+              /
+              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h]) > 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_miss_ratio_2h',
+            expr: |||-
+              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[2h])
+              /
+              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[2h]) > 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_miss_ratio_6h',
+            expr: |||-
+              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h])
+              /
+              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h]) > 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_miss_ratio_1d',
+            expr: |||-
+              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d])
+              /
+              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d]) > 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_miss_ratio_3d',
+            expr: |||-
+              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d])
+              /
+              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) > 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_requests_1h',
+            expr: 'avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h]) * 3600',
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_requests_6h',
+            expr: 'avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h]) * 21600',
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_requests_1d',
+            expr: 'avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d]) * 86400',
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_requests_3d',
+            expr: 'avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) * 259200',
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.slo-ttft',
+        rules: [
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds:slo_total_rate5m',
+            expr:
+              'sum by (' + v.clusterBy + 'job, model_name) (\n' +
+              '  label_replace(clamp_min(\n' +
+              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[5m]))\n' +
+              '  - on (' + v.clusterBy + 'job, model_name) group_left ()\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'model_name) (rate(vllm_probe_duration_seconds_count{' + v.probeSelector + '}[5m])), "job", "' + v.vllmJob + '", "", ""),\n' +
+              '  0\n' +
+              ')\n' +
+              'or\n' +
+              'sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[5m])), "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(job_model:vllm_request_availability:slo_bad_rate5m, "part", "1", "", "")\n' +
+              ')',
+          },
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m',
+            expr:
+              'clamp_min(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m - on (' + v.clusterBy + 'job, model_name) (clamp_min(\n' +
+              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + ', le="2.5"}[5m]))\n' +
+              '  - on (' + v.clusterBy + 'job, model_name) group_left ()\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'model_name) (rate(vllm_probe_duration_seconds_bucket{' + v.probeSelector + ', le="2.5"}[5m])), "job", "' + v.vllmJob + '", "", ""),\n' +
+              '  0\n' +
+              ')\n' +
+              'or\n' +
+              'sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + ', le="2.5"}[5m]))), 0)\n' +
+              'or\n' +
+              'job_model:vllm_time_to_first_token_seconds:slo_total_rate5m',
+          },
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m',
+            expr: |||-
+              job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m
+              /
+              (job_model:vllm_time_to_first_token_seconds:slo_total_rate5m > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + ', le="2.5"}[30m]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[30m])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[30m])
+              /
+              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[30m]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + ', le="2.5"}[1h]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[1h])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h])
+              /
+              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1h]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + ', le="2.5"}[2h]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[2h])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[2h])
+              /
+              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[2h]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + ', le="2.5"}[6h]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[6h])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h])
+              /
+              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[6h]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + ', le="2.5"}[1d]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[1d])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d])
+              /
+              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1d]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d',
+            expr: |||-
+              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d])
+              /
+              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[3d]) > 0)
+            |||,
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.slo-itl',
+        rules: [
+          {
+            record: 'job_model:vllm_inter_token_latency_seconds:slo_total_rate5m',
             expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + ', le="2.5"}[3d]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.vllmSelector + '}[3d])) > 0)\n' +
+              'sum by (' + v.clusterBy + 'job, model_name) (\n' +
+              '  label_replace(sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[5m])), "part", "0", "", "")\n' +
+              '  or\n' +
+              '  label_replace(job_model:vllm_request_availability:slo_bad_rate5m, "part", "1", "", "")\n' +
               ')',
+          },
+          {
+            record: 'job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m',
+            expr:
+              'clamp_min(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m - on (' + v.clusterBy + 'job, model_name) (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + ', le="0.2"}[5m]))), 0)\n' +
+              'or\n' +
+              'job_model:vllm_inter_token_latency_seconds:slo_total_rate5m',
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + ', le="0.2"}[5m]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[5m])) > 0)\n' +
-              ')',
+            expr: |||-
+              job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m
+              /
+              (job_model:vllm_inter_token_latency_seconds:slo_total_rate5m > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + ', le="0.2"}[30m]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[30m])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[30m])
+              /
+              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[30m]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + ', le="0.2"}[1h]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[1h])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h])
+              /
+              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1h]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + ', le="0.2"}[2h]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[2h])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[2h])
+              /
+              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[2h]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + ', le="0.2"}[6h]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[6h])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h])
+              /
+              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[6h]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + ', le="0.2"}[1d]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[1d])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d])
+              /
+              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1d]) > 0)
+            |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d',
-            expr:
-              '1 - (\n' +
-              '  sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + ', le="0.2"}[3d]))\n' +
-              '/\n' +
-              '  (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[3d])) > 0)\n' +
-              ')',
+            expr: |||-
+              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d])
+              /
+              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[3d]) > 0)
+            |||,
           },
         ],
       },

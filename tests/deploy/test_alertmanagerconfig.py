@@ -219,7 +219,7 @@ def test_a_matcher_that_cannot_be_read_is_one_sentence(text):
     "mutate",
     [
         lambda r: r["spec"]["route"]["routes"][1].pop("continue"),
-        lambda r: r["spec"]["route"]["routes"][2]["matchers"][0].__setitem__("matchType", "="),
+        lambda r: r["spec"]["route"]["routes"][3]["matchers"][0].__setitem__("matchType", "!="),
         lambda r: r["spec"]["inhibitRules"].pop(),
         lambda r: r["spec"]["inhibitRules"][0]["equal"].append("job"),
         lambda r: r["spec"]["receivers"][0]["pagerdutyConfigs"][0]["routingKey"].__setitem__("key", "other"),

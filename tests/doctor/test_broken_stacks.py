@@ -181,7 +181,8 @@ def test_no_alertmanager_configured(tmp_path):
 
 
 def test_a_scrape_interval_too_long_for_the_rate_windows(tmp_path):
-    """The running Prometheus scrapes vLLM every 90 s: a [5m] rate sees three samples at most."""
+    """The running Prometheus scrapes vLLM every 90 s: a [5m] rate sees three samples at most, and
+    the [2m] of alerts.target_down_for one, so a single missed scrape reads as a replica down."""
 
     def slow(config: dict) -> None:
         for job in config["scrape_configs"]:
@@ -192,9 +193,13 @@ def test_a_scrape_interval_too_long_for_the_rate_windows(tmp_path):
         run = stack.doctor()
     assert_consistent(run)
     short = [c for c in fails(run, "labels") if c["subject"].startswith("[")]
-    assert [c["subject"] for c in short] == ["[5m] over job vllm"]
-    assert "every 90 s" in short[0]["message"] and "at most every 75 s" in short[0]["action"]
-    assert "job_instance_model:vllm_time_to_first_token_seconds:p95_5m" in short[0]["items"]
+    assert [c["subject"] for c in short] == ["[2m] over job vllm", "[5m] over job vllm"]
+    down, rates = short
+    assert "at most every 30 s" in down["action"] and down["items"] == [
+        "job_instance_model:vllm_replica_unready:cause"
+    ]
+    assert "every 90 s" in rates["message"] and "at most every 75 s" in rates["action"]
+    assert "job_instance_model:vllm_time_to_first_token_seconds:p95_5m" in rates["items"]
 
 
 def silence(am_url: str, matchers: list[dict], comment: str) -> str:
@@ -336,3 +341,38 @@ def test_a_counter_stored_without_total_and_a_feature_that_is_off(tmp_path):
     )
     # Only those: nothing else of the server is missing.
     assert {c["subject"] for c in fails(run, "names")} == {"vllm:prompt_tokens_total"}
+
+
+def test_a_receiver_whose_secret_file_is_missing_or_empty(tmp_path):
+    """Alertmanager loads a receiver whose key file is missing, and amtool accepts it: only the
+    doctor (and the first failed notification) says so."""
+
+    def add_receivers(bundle: Path) -> None:
+        path = bundle / "alerts" / "alertmanager.yml"
+        data = yaml.safe_load(path.read_text())
+        data["receivers"] += [
+            {
+                "name": "pager",
+                "pagerduty_configs": [{"routing_key_file": "/etc/alertmanager/secrets/pd-key"}],
+            },
+            {"name": "chat", "slack_configs": [{"api_url_file": "/etc/alertmanager/secrets/slack-url"}]},
+        ]
+        path.write_text(yaml.safe_dump(data))
+
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "slack-url").write_text("  \n")  # empty; pd-key is missing
+    with stand_in_stack(tmp_path, bundle_edit=add_receivers) as stack:
+        broken = stack.doctor("--alertmanager-secrets", str(secrets))
+        (secrets / "pd-key").write_text("0123456789abcdef\n")
+        (secrets / "slack-url").write_text("https://hooks.slack.example/T/B/x\n")
+        fixed = stack.doctor("--alertmanager-secrets", str(secrets))
+        unchecked = stack.doctor()
+    assert_consistent(broken)
+    (failure,) = [c for c in fails(broken, "alerting") if c["subject"] == "receiver secrets"]
+    assert "pd-key" in failure["message"] and "is missing" in failure["message"]
+    assert "slack-url" in failure["message"] and "is empty" in failure["message"]
+    assert broken.code == 1
+    assert [c["subject"] for c in fixed.checks("ok", "alerting") if c["subject"] == "receiver secrets"]
+    assert not fails(fixed, "alerting")
+    assert [c for c in unchecked.checks("skip", "alerting") if c["subject"] == "receiver secrets"]

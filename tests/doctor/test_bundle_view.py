@@ -22,9 +22,13 @@ def test_jobs_and_their_series_come_from_the_rules(tmp_path):
         }
     }
     view = load(generate(tmp_path / "b", config=config), CATALOG)
-    assert list(view.job_reads) == ["llm-servers", "llm-logs", "llm-canary"]
-    vllm, logs, canary = view.job_reads.values()
+    assert list(view.job_reads) == ["llm-servers", "llm-logs", "llm-canary", "prometheus", "alertmanager"]
+    vllm, logs, canary, prometheus, alertmanager = view.job_reads.values()
     assert (vllm.role, logs.role, canary.role) == ("vLLM", "log exporter", "canary probe")
+    assert (prometheus.role, alertmanager.role) == ("Prometheus itself", "Alertmanager itself")
+    # The self-monitoring alerts read the pipeline's own failure counters.
+    assert "prometheus_rule_evaluation_failures_total" in prometheus.names
+    assert "alertmanager_notifications_failed_total" in alertmanager.names
     # Every read of the vLLM job carries the extra selector, so the doctor asks with it too.
     assert vllm.selector == 'job="llm-servers", namespace="llm"'
     assert logs.selector == 'job="llm-logs"'
@@ -37,10 +41,10 @@ def test_jobs_and_their_series_come_from_the_rules(tmp_path):
     assert not any(":" in n and not n.startswith("vllm:") for s in view.job_reads.values() for n in s.names)
 
 
-def test_a_bundle_without_probe_or_exporter_reads_only_vllm(tmp_path):
+def test_a_bundle_without_probe_or_exporter_reads_only_vllm_and_the_pipeline(tmp_path):
     view = load(generate(tmp_path / "b", config={"prometheus": {"probes": [], "log_exporters": []}}), CATALOG)
-    assert [s.role for s in view.job_reads.values()] == ["vLLM"]
-    assert [j.name for j in view.jobs] == ["vllm"]
+    assert [s.role for s in view.job_reads.values()] == ["vLLM", "Prometheus itself", "Alertmanager itself"]
+    assert [j.name for j in view.jobs] == ["vllm", "prometheus", "alertmanager"]
 
 
 def test_the_release_a_bundle_was_generated_for():

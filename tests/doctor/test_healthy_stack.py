@@ -16,7 +16,7 @@ from tests.support.doctor_stack import (
     LoopbackServer,
     WebPrometheus,
     canary_probe,
-    doctor_both,
+    doctor_settled,
     generate,
     log_exporter,
     settle,
@@ -37,7 +37,7 @@ def healthy(vllm_server, tmp_path_factory):
         webhook = stack.enter_context(LoopbackServer())
         exporter = stack.enter_context(log_exporter(vllm_server.log_path, tmp))
         probe = stack.enter_context(canary_probe(vllm_server.url, tmp))
-        am_port = free_port()
+        am_port, prom_port = free_port(), free_port()
         config = stack_config(
             [instance],
             exporters=[(exporter, instance)],
@@ -45,10 +45,11 @@ def healthy(vllm_server, tmp_path_factory):
             alertmanager=f"127.0.0.1:{am_port}",
             webhook=webhook.url,
             interval="2s",
+            prometheus=f"127.0.0.1:{prom_port}",
         )
         bundle = generate(tmp / "bundle", config, "--metrics-url", vllm_server.metrics_url)
         am = stack.enter_context(Alertmanager(bundle / "alerts" / "alertmanager.yml", tmp, port=am_port))
-        prom = stack.enter_context(WebPrometheus(write_prometheus_config(bundle), tmp))
+        prom = stack.enter_context(WebPrometheus(write_prometheus_config(bundle), tmp, port=prom_port))
         settle(prom, bundle)
         wait_until(
             lambda: any(a["labels"]["alertname"] == "Watchdog" for a in am.alerts()),
@@ -71,7 +72,7 @@ def healthy(vllm_server, tmp_path_factory):
             lambda: any(p == "/watchdog" for p, _ in webhook.posted), "a Watchdog notification", timeout=60
         )
         send_traffic(vllm_server, requests=2)
-        run = doctor_both("--prometheus", prom.url, "--alertmanager", am.url, "--bundle", str(bundle))
+        run = doctor_settled("--prometheus", prom.url, "--alertmanager", am.url, "--bundle", str(bundle))
         yield run, instance
 
 

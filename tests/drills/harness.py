@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tests.support.drill_stack import CHAT, PAGER, DrillStack
+from tests.support.vllm_server import VllmServer
 
 RECEIVER_NAMES = {PAGER: "pager", CHAT: "chat"}
 
@@ -313,12 +314,12 @@ def range_query(stack: DrillStack, expr: str, since: float, until: float, step: 
 WORDS = "the quick brown fox jumps over the lazy dog one two three four five".split()
 
 
-def completion(url: str, prompt: str, max_tokens: int, timeout: float = 120) -> int | str:
+def completion(server: VllmServer, prompt: str, max_tokens: int, timeout: float = 120) -> int | str:
     body = json.dumps(
-        {"model": "tiny-llama", "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True}
+        {"model": server.model_name, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True}
     ).encode()
     request = urllib.request.Request(
-        url + "/v1/completions", data=body, headers={"content-type": "application/json"}
+        server.url + "/v1/completions", data=body, headers={"content-type": "application/json"}
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -336,10 +337,10 @@ class Load:
     Prompts differ per client and per request, so prefix caching does not shorten them.
     """
 
-    def __init__(self, url: str, prompt_words: int, max_tokens: int | tuple[int, int]) -> None:
+    def __init__(self, server: VllmServer, prompt_words: int, max_tokens: int | tuple[int, int]) -> None:
         """max_tokens: a number, or a (low, high) range drawn per request so clients do not finish
         in step (a seeded draw: the same run sends the same requests)."""
-        self.url, self.prompt_words = url, prompt_words
+        self.server, self.prompt_words = server, prompt_words
         self.max_tokens = max_tokens if isinstance(max_tokens, tuple) else (max_tokens, max_tokens)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -362,7 +363,7 @@ class Load:
         draw = random.Random(index)
         while not self._stop.is_set():
             words = " ".join(WORDS[(index + n + k) % len(WORDS)] for k in range(self.prompt_words))
-            status = completion(self.url, f"{index}-{n} {words}", draw.randint(*self.max_tokens))
+            status = completion(self.server, f"{index}-{n} {words}", draw.randint(*self.max_tokens))
             n += 1
             with self._lock:
                 self.statuses[str(status)] = self.statuses.get(str(status), 0) + 1

@@ -28,7 +28,8 @@ def test_the_table_lists_every_alert_once_with_its_severities():
     rows = [line for line in alert_table(Catalog.load()).splitlines() if line.startswith("| Vllm")]
     names = [row.split(" | ")[0].removeprefix("| ") for row in rows]
     assert len(names) == len(set(names)) > 25
-    assert any(row.startswith("| VllmGpuXidError | gpu | critical / warning |") for row in rows)
+    assert any(row.startswith("| VllmModelCapacityLow | capacity | critical |") for row in rows)
+    assert any(row.startswith("| VllmGpuXidError | gpu | warning |") for row in rows)
 
 
 def test_every_threshold_knob_is_named_by_the_alert_it_tunes():

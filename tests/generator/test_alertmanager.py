@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.bundles import generate
 from tests.support.monitoring import Alertmanager, binary
+from tests.support.notifications import NotificationRecorder
 
 pytestmark = pytest.mark.prometheus
 
@@ -91,10 +92,18 @@ def test_no_secret_is_written_into_the_config(every_receiver):
 
 DEFAULT_TABLE = [
     ({"alertname": "Watchdog", "severity": "info"}, ["watchdog-webhook"]),
+    # A page: the pager, and chat where the rest of the team sees it.
     (
-        {"alertname": "VllmEngineDead", "severity": "critical", "instance": "vllm-0:8000"},
+        {
+            "alertname": "VllmModelCapacityLow",
+            "severity": "critical",
+            "model_name": "m",
+            "instance": "vllm-0:8000",
+        },
         ["critical-pagerduty", "warning-slack"],
     ),
+    # A cause on one replica is a ticket in chat, never the pager.
+    ({"alertname": "VllmEngineDead", "severity": "warning", "instance": "vllm-0:8000"}, ["warning-slack"]),
     (
         {"alertname": "VllmQueueDepthHigh", "severity": "warning", "instance": "vllm-0:8000"},
         ["warning-slack"],
@@ -104,34 +113,22 @@ DEFAULT_TABLE = [
 ]
 
 
-@pytest.mark.parametrize("labels, receivers", DEFAULT_TABLE, ids=lambda v: str(v))
-def test_default_routing_table(labels, receivers):
-    config = REPO / "alerts" / "alertmanager.yml"
-    assert routes(config, labels) == receivers
-    verify = amtool(
-        "config",
-        "routes",
-        "test",
-        f"--config.file={config}",
-        f"--verify.receivers={','.join(receivers)}",
-        *(f"{k}={v}" for k, v in labels.items()),
-    )
-    assert verify.returncode == 0, verify.stdout
-
-
 EVERY_TABLE = [
     ({"alertname": "Watchdog", "severity": "info"}, ["watchdog-webhook"]),
-    ({"alertname": "VllmTargetDown", "severity": "critical"}, ["critical-opsgenie", "warning-webhook"]),
+    (
+        {"alertname": "VllmAvailabilityBudgetBurn", "severity": "critical"},
+        ["critical-opsgenie", "warning-webhook"],
+    ),
     ({"alertname": "VllmPreemptions", "severity": "warning"}, ["warning-webhook"]),
     ({"alertname": "VllmX", "severity": "info"}, ["info-email"]),
     (
-        {"alertname": "VllmEngineDead", "severity": "critical", "team": "search"},
+        {"alertname": "VllmModelCapacityLow", "severity": "critical", "team": "search"},
         ["team0-critical-pagerduty", "team0-warning-slack"],
     ),
     ({"alertname": "VllmQueueDepthHigh", "severity": "warning", "team": "search"}, ["team0-warning-slack"]),
     # A team without its own pager keeps the shared one.
     (
-        {"alertname": "VllmEngineDead", "severity": "critical", "model_name": "llama-3"},
+        {"alertname": "VllmModelCapacityLow", "severity": "critical", "model_name": "llama-3"},
         ["critical-opsgenie", "team1-warning-slack"],
     ),
     ({"alertname": "Watchdog", "severity": "info", "team": "search"}, ["watchdog-webhook"]),
@@ -149,22 +146,23 @@ def alert(case: str, name: str, severity: str, **labels: str) -> dict:
 
 
 POSTED = [
-    alert("dead", "VllmEngineDead", "critical", instance="vllm-0:8000", event="engine_dead"),
-    alert("down", "VllmTargetDown", "critical", instance="vllm-0:8000"),
-    alert("ttft", "VllmHighTimeToFirstToken", "warning", instance="vllm-0:8000", model_name="m"),
-    alert("queue", "VllmQueueDepthHigh", "warning", instance="vllm-0:8000", model_name="m"),
-    alert("stalled", "VllmEngineStalled", "critical", instance="vllm-0:8000", model_name="m"),
+    # A dead engine on one replica of model a: its own symptoms are the same incident.
+    alert("dead", "VllmEngineDead", "warning", instance="a-0:8000", event="engine_dead"),
+    alert("down", "VllmTargetDown", "warning", instance="a-0:8000"),
+    alert("ttft", "VllmHighTimeToFirstToken", "warning", instance="a-0:8000", model_name="a"),
+    alert("queue", "VllmQueueDepthHigh", "warning", instance="a-0:8000", model_name="a"),
+    alert("stalled", "VllmEngineStalled", "warning", instance="a-0:8000", model_name="a"),
     # Another replica of the same model: its alerts must not be silenced.
-    alert("other-replica", "VllmHighTimeToFirstToken", "warning", instance="vllm-1:8000", model_name="m"),
-    # Critical silences the warning of the same alert on the same replica only.
-    alert("tpot-critical", "VllmHighTimePerOutputToken", "critical", instance="vllm-2:8000", model_name="m"),
-    alert("tpot-warning", "VllmHighTimePerOutputToken", "warning", instance="vllm-2:8000", model_name="m"),
-    alert("tpot-elsewhere", "VllmHighTimePerOutputToken", "warning", instance="vllm-3:8000", model_name="m"),
-    # Fleet-level alerts have no instance: the model must still match (the `equal` caution).
+    alert("other-replica", "VllmHighTimeToFirstToken", "warning", instance="a-1:8000", model_name="a"),
+    # An SLO page for model b silences its own warning tier and b's per-replica latency and
+    # error warnings; model `other` keeps its own (fleet alerts have no instance: the model must
+    # still match, the `equal` caution).
     alert(
-        "burn-critical", "VllmTimeToFirstTokenBudgetBurn", "critical", model_name="m", long="1h", short="5m"
+        "burn-critical", "VllmTimeToFirstTokenBudgetBurn", "critical", model_name="b", long="1h", short="5m"
     ),
-    alert("burn-warning", "VllmTimeToFirstTokenBudgetBurn", "warning", model_name="m", long="1d", short="2h"),
+    alert("burn-warning", "VllmTimeToFirstTokenBudgetBurn", "warning", model_name="b", long="1d", short="2h"),
+    alert("b-slow", "VllmHighTimeToFirstToken", "warning", instance="b-1:8000", model_name="b"),
+    alert("b-errors", "VllmRequestErrors", "warning", instance="b-2:8000", model_name="b"),
     alert(
         "burn-other-model",
         "VllmTimeToFirstTokenBudgetBurn",
@@ -173,29 +171,46 @@ POSTED = [
         long="1d",
         short="2h",
     ),
-    # An OOM that killed the engine pages once, for the OOM.
-    alert("oom", "VllmOutOfMemory", "critical", instance="vllm-4:8000", event="oom"),
-    alert("oom-dead", "VllmEngineDead", "critical", instance="vllm-4:8000", event="engine_dead"),
-    # A hung engine explains its replica's symptoms too.
-    alert("hung", "VllmEngineHung", "critical", instance="vllm-5:8000", model_name="m"),
+    alert("other-slow", "VllmHighTimeToFirstToken", "warning", instance="o-1:8000", model_name="other"),
+    # An availability page for model c: its latency pages are the same outage.
+    alert("c-availability", "VllmAvailabilityBudgetBurn", "critical", model_name="c", long="1h", short="5m"),
+    alert("c-ttft", "VllmTimeToFirstTokenBudgetBurn", "critical", model_name="c", long="1h", short="5m"),
+    alert("c-itl", "VllmTimePerOutputTokenBudgetBurn", "critical", model_name="c", long="6h", short="30m"),
+    # Model d below its capacity floor: the page names the replica; that replica's warnings,
+    # the model's other replicas' warnings and its SLO pages are the same incident.
     alert(
-        "hung-errors", "VllmRequestErrors", "warning", instance="vllm-5:8000", model_name="m", source="http"
+        "d-capacity", "VllmModelCapacityLow", "critical", instance="d-0:8000", model_name="d", cause="dead"
     ),
-    # A restart loop pages once: its failed starts, slow start and down target are the loop.
-    alert("loop", "VllmRestartLoop", "critical", instance="vllm-6:8000"),
-    alert("loop-failed", "VllmStartupFailed", "critical", instance="vllm-6:8000", event="startup_failed"),
-    alert("loop-slow", "VllmStartupSlow", "warning", instance="vllm-6:8000"),
-    alert("loop-down", "VllmTargetDown", "critical", instance="vllm-6:8000"),
+    alert("d-dead", "VllmEngineDead", "warning", instance="d-0:8000", event="engine_dead"),
+    alert("d-queue", "VllmQueueDepthHigh", "warning", instance="d-1:8000", model_name="d"),
+    alert("d-availability", "VllmAvailabilityBudgetBurn", "critical", model_name="d", long="1h", short="5m"),
+    # An OOM that killed the engine warns once, for the OOM.
+    alert("oom", "VllmOutOfMemory", "warning", instance="e-0:8000", event="oom"),
+    alert("oom-dead", "VllmEngineDead", "warning", instance="e-0:8000", event="engine_dead"),
+    # A hung engine explains its replica's symptoms too.
+    alert("hung", "VllmEngineHung", "warning", instance="f-0:8000", model_name="f"),
+    alert("hung-errors", "VllmRequestErrors", "warning", instance="f-0:8000", model_name="f"),
+    # A restart loop warns once: its failed starts, slow start and down target are the loop.
+    alert("loop", "VllmRestartLoop", "warning", instance="g-0:8000"),
+    alert("loop-failed", "VllmStartupFailed", "warning", instance="g-0:8000", event="startup_failed"),
+    alert("loop-slow", "VllmStartupSlow", "warning", instance="g-0:8000"),
+    alert("loop-down", "VllmTargetDown", "warning", instance="g-0:8000"),
     # A slow start on another server still warns.
-    alert("slow-elsewhere", "VllmStartupSlow", "warning", instance="vllm-7:8000"),
+    alert("slow-elsewhere", "VllmStartupSlow", "warning", instance="h-0:8000"),
 ]
 INHIBITED = {
     "down",
     "ttft",
     "queue",
     "stalled",
-    "tpot-warning",
     "burn-warning",
+    "b-slow",
+    "b-errors",
+    "c-ttft",
+    "c-itl",
+    "d-dead",
+    "d-queue",
+    "d-availability",
     "oom-dead",
     "hung-errors",
     "loop-failed",
@@ -211,34 +226,44 @@ def test_inhibition_on_a_real_alertmanager(tmp_path):
         state, inhibited = am.inhibitions(POSTED, INHIBITED)
     assert set(state) == {a["labels"]["case"] for a in POSTED}
     assert inhibited == INHIBITED
-    # What stays: one page per incident, and the healthy replica's own alert.
-    assert {
+    # What stays: one page or ticket per incident, and the healthy replica's and model's own.
+    assert set(state) - inhibited == {
         "dead",
         "other-replica",
-        "tpot-critical",
-        "tpot-elsewhere",
+        "burn-critical",
         "burn-other-model",
+        "other-slow",
+        "c-availability",
+        "d-capacity",
         "oom",
         "hung",
         "loop",
         "slow-elsewhere",
-    } <= set(state) - inhibited
+    }
 
 
-# The GPU layer's rule: a faulted GPU (critical XID) explains its server's dead, stalled or hung
-# engine and its slots held on an idle GPU, on that server only; a warning XID explains nothing.
+# The GPU layer's rule: a faulted GPU (a hardware XID) explains its server's dead, stalled or hung
+# engine and its slots held on an idle GPU, on that server only; an application XID explains nothing.
 GPU = {"gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
 GPU_POSTED = [
-    alert("xid", "VllmGpuXidError", "critical", instance="vllm-8:8000", UUID="GPU-a", **GPU),
-    alert("xid-dead", "VllmEngineDead", "critical", instance="vllm-8:8000", event="engine_dead"),
-    alert("xid-stalled", "VllmEngineStalled", "critical", instance="vllm-8:8000", model_name="m"),
-    alert("xid-hung", "VllmEngineHung", "critical", instance="vllm-8:8000", model_name="m"),
+    alert("xid", "VllmGpuXidError", "warning", instance="vllm-8:8000", UUID="GPU-a", fault="hardware", **GPU),
+    alert("xid-dead", "VllmEngineDead", "warning", instance="vllm-8:8000", event="engine_dead"),
+    alert("xid-stalled", "VllmEngineStalled", "warning", instance="vllm-8:8000", model_name="m"),
+    alert("xid-hung", "VllmEngineHung", "warning", instance="vllm-8:8000", model_name="m"),
     alert("xid-idle", "VllmGpuIdleWhileBusy", "warning", instance="vllm-8:8000", model_name="m"),
     # Another server's GPU idles under held slots: not this GPU's doing.
     alert("idle-elsewhere", "VllmGpuIdleWhileBusy", "warning", instance="vllm-9:8000", model_name="m"),
-    # A warning XID (an application error) does not explain an engine death.
-    alert("xid-app", "VllmGpuXidError", "warning", instance="vllm-10:8000", UUID="GPU-b", **GPU),
-    alert("app-dead", "VllmEngineDead", "critical", instance="vllm-10:8000", event="engine_dead"),
+    # An application XID (a program's error) does not explain an engine death.
+    alert(
+        "xid-app",
+        "VllmGpuXidError",
+        "warning",
+        instance="vllm-10:8000",
+        UUID="GPU-b",
+        fault="application",
+        **GPU,
+    ),
+    alert("app-dead", "VllmEngineDead", "warning", instance="vllm-10:8000", event="engine_dead"),
 ]
 GPU_INHIBITED = {"xid-dead", "xid-stalled", "xid-hung", "xid-idle"}
 
@@ -261,3 +286,55 @@ def test_gpu_inhibition_on_a_real_alertmanager(tmp_path):
     # The GPU rule adds its own silences and leaves every other rule's as they were.
     assert inhibited == expected
     assert {"xid", "idle-elsewhere", "xid-app", "app-dead"} <= set(state) - inhibited
+
+
+def test_twenty_replicas_failing_together_make_one_page(tmp_path):
+    """A bad rollout takes 20 replicas of a model down at once: the pager gets one notification
+    naming all 20 (the capacity page, grouped per model), chat gets that page once, and no
+    replica's own warning, nor the model's SLO pages, notifies anyone."""
+    with NotificationRecorder() as hook:
+        config = {
+            "alertmanager": {
+                "critical": {"type": "webhook", "url": f"{hook.url}/critical"},
+                "warning": {"type": "webhook", "url": f"{hook.url}/warning"},
+                "watchdog": {"type": "webhook", "url": f"{hook.url}/watchdog"},
+                "group_wait": "2s",
+                "group_interval": "1m",
+            }
+        }
+        bundle = generate(tmp_path / "bundle", config=config)
+        replicas = [f"vllm-{i}:8000" for i in range(20)]
+        posted = [
+            *(
+                alert(
+                    f"cap-{i}", "VllmModelCapacityLow", "critical", instance=r, model_name="m", cause="dead"
+                )
+                for i, r in enumerate(replicas)
+            ),
+            *(alert(f"dead-{i}", "VllmEngineDead", "warning", instance=r) for i, r in enumerate(replicas)),
+            *(alert(f"down-{i}", "VllmTargetDown", "warning", instance=r) for i, r in enumerate(replicas)),
+            alert(
+                "availability",
+                "VllmAvailabilityBudgetBurn",
+                "critical",
+                model_name="m",
+                long="1h",
+                short="5m",
+            ),
+            alert(
+                "ttft", "VllmTimeToFirstTokenBudgetBurn", "critical", model_name="m", long="1h", short="5m"
+            ),
+        ]
+        with Alertmanager(bundle / "alerts" / "alertmanager.yml", tmp_path) as am:
+            am.post_alerts(posted)
+            deadline = time.monotonic() + 30
+            while not [n for n in hook.records() if n.receiver == "critical"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(8)  # four group_waits more: anything else would have come by now
+            notes = hook.records()
+    pager = [n for n in notes if n.receiver == "critical"]
+    chat = [n for n in notes if n.receiver == "warning"]
+    assert len(pager) == 1, [len(n.alerts) for n in pager]
+    assert sorted(a["labels"]["instance"] for a in pager[0].alerts) == sorted(replicas)
+    assert {a["labels"]["alertname"] for a in pager[0].alerts} == {"VllmModelCapacityLow"}
+    assert len(chat) == 1 and {a["labels"]["alertname"] for a in chat[0].alerts} == {"VllmModelCapacityLow"}

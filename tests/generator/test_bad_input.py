@@ -258,3 +258,20 @@ def test_out_without_permission(capsys, tmp_path):
         out.chmod(0o755)
     assert "cannot write to" in line and expected in line
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize(
+    ("section", "setting", "value", "bounds"),
+    [
+        ("alerts", "ttft_p95_warning_seconds", 2.0, "1, 2.5, 5"),  # inside (1, 2.5]: the p95 interpolates
+        ("alerts", "itl_p95_warning_seconds", 0.25, "0.2, 0.3, 0.4"),
+    ],
+)
+def test_quantile_threshold_must_be_a_bucket_bound(
+    capsys, existing_bundle, tmp_path, section, setting, value, bounds
+):
+    config = tmp_path / "c.yml"
+    config.write_text(yaml.safe_dump({section: {setting: value}}))
+    line = run_failing(capsys, existing_bundle, "--config", str(config))
+    assert f"{section}.{setting} = {value:g} is not a histogram bucket bound" in line
+    assert bounds in line  # the valid bounds are listed

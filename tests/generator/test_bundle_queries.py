@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from vllm_obs.catalog import Catalog
+from vllm_obs.rules.areas.meta import PIPELINE_SERIES
 
 from tests.support.bundles import dashboard_exprs, generate, recorded_names, rule_exprs, selected_names
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
 CATALOG = Catalog.load()
-PROMETHEUS_OWN = {"up", "ALERTS"}
+# Series Prometheus makes, and Prometheus' and Alertmanager's own that the pipeline alerts read.
+PROMETHEUS_OWN = {"up", "ALERTS", *PIPELINE_SERIES}
 # dcgm-exporter's pages are no vLLM source: the GPU layer's tests (test_gpu.py) serve them.
 EXPOSITIONS = (
     sorted(p for p in FIXTURES.glob("*.prom") if not p.name.startswith("dcgm-exporter-"))

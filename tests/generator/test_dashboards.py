@@ -218,18 +218,16 @@ def test_panel_ids_stay_put_when_other_panels_come_and_go(bundles):
 
 def test_alert_thresholds_follow_the_config(tmp_path):
     alerts = {
-        "ttft_p95_warning_seconds": 1.5,
-        "ttft_p95_critical_seconds": 4.0,
+        "ttft_p95_warning_seconds": 1,
         "itl_p95_warning_seconds": 0.15,
-        "itl_p95_critical_seconds": 0.4,
         "queue_waiting_threshold": 7,
         "kv_usage_threshold": 0.8,
         "preemptions_per_request": 0.1,
         "error_ratio_warning": 0.02,
-        "error_ratio_critical": 0.3,
     }
     gpu = {"enabled": True, "memory_full_threshold": 0.95, "idle_utilization_below": 0.2}
-    bundle = generate(tmp_path / "b", config={"alerts": alerts, "gpu": gpu})
+    paging = {"min_ready_replicas": 2}
+    bundle = generate(tmp_path / "b", config={"alerts": alerts, "gpu": gpu, "paging": paging})
     panels = {(d, p["title"]): p for d, p in dashboard_panels(bundle)}
 
     def steps(dash: str, title: str) -> list[float]:
@@ -237,9 +235,10 @@ def test_alert_thresholds_follow_the_config(tmp_path):
         return [s["value"] for s in thresholds][1:]
 
     for dash in ("Instance and model", "Overview"):
-        assert steps(dash, "Time to first token") == [1.5, 4.0]
-        assert steps(dash, "Inter-token latency") == [0.15, 0.4]
-        assert steps(dash, "Error ratio") == [0.02, 0.3]
+        assert steps(dash, "Time to first token") == [1]
+        assert steps(dash, "Inter-token latency") == [0.15]
+        assert steps(dash, "Error ratio") == [0.02]
+    assert steps("Overview", "Ready replicas per model") == [2]
     assert steps("KV cache and scheduler", "Waiting vs running") == [7]
     assert steps("KV cache and scheduler", "KV-cache usage per engine") == [0.8]
     assert steps("KV cache and scheduler", "Preemptions per finished request") == [0.1]

@@ -28,7 +28,7 @@ from tests.generator.test_bundle_queries import exporter_series, exposition_name
 from tests.generator.test_rules import check_and_test
 from tests.probe.helpers import running_probe
 from tests.support.bundles import dashboard_panels, dashboards, expand, generate, substitute
-from tests.support.monitoring import Prometheus
+from tests.support.monitoring import Alertmanager, Prometheus
 from tests.support.vllm_server import MODEL_NAME, VllmServer, free_port, http_get, send_traffic
 
 pytestmark = [pytest.mark.vllm, pytest.mark.prometheus]
@@ -77,14 +77,18 @@ def log_exporter(log: Path, workdir: Path) -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def stack_config(vllm: VllmServer, exporter: str, probe: str | None = None) -> dict:
-    """The bundle config of a local stack: fast scrapes so a test sees rates quickly."""
+def stack_config(
+    vllm: VllmServer, exporter: str, probe: str | None = None, prometheus: str = "", alertmanager: str = ""
+) -> dict:
+    """The bundle config of a local stack: fast scrapes so a test sees rates quickly; Prometheus
+    and Alertmanager (host:port) scrape themselves where given."""
     target = f"127.0.0.1:{vllm.port}"
     return {
         "prometheus": {
             "vllm_targets": [target],
             "log_exporters": [{"target": exporter, "vllm_instance": target}],
-            "alertmanagers": [],
+            "alertmanagers": [alertmanager] if alertmanager else [],
+            "prometheus_targets": [prometheus] if prometheus else [],
             "probes": [probe] if probe else [],
             "scrape_interval": "2s",
             "scrape_timeout": "2s",
@@ -149,14 +153,21 @@ def test_every_dashboard_panel_returns_data_from_a_live_stack(spec_decode_server
     ):
         probe.text()  # serving, or its exit status and stderr
         probe_address = f"127.0.0.1:{probe.port}"
-        bundle = generate(
-            tmp_path / "bundle",
-            "--metrics-url",
-            server.metrics_url,
-            config=stack_config(server, exporter, probe_address),
+        prom_port, am_port = free_port(), free_port()
+        config = stack_config(
+            server,
+            exporter,
+            probe_address,
+            prometheus=f"127.0.0.1:{prom_port}",
+            alertmanager=f"127.0.0.1:{am_port}",
         )
-        with Prometheus(bundle / "prometheus" / "prometheus.yml", tmp_path) as prom, steady_traffic(server):
-            for job in ("vllm", "vllm-log-exporter", "vllm-probe"):
+        bundle = generate(tmp_path / "bundle", "--metrics-url", server.metrics_url, config=config)
+        with (
+            Alertmanager(bundle / "alerts" / "alertmanager.yml", tmp_path, port=am_port),
+            Prometheus(bundle / "prometheus" / "prometheus.yml", tmp_path, port=prom_port) as prom,
+            steady_traffic(server),
+        ):
+            for job in ("vllm", "vllm-log-exporter", "vllm-probe", "prometheus", "alertmanager"):
                 prom.wait_for(f'up{{job="{job}"}} == 1', timeout=60)
             prom.wait_for("job_instance_model:vllm_time_to_first_token_seconds:p95_5m", timeout=60)
             prom.wait_for(f'vllm_probe_success{{instance="{target}"}} == 1', timeout=60)

@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import requests
@@ -30,6 +29,7 @@ from prometheus_api_client import PrometheusConnect
 from vllm_obs.cli import main as vllm_obs
 
 from .monitoring import Alertmanager, Prometheus, binary
+from .notifications import NotificationRecorder
 from .vllm_server import VllmServer, free_port, http_get
 
 # Receivers of the generated routing, by the path of the recorder they post to.
@@ -47,89 +47,6 @@ def wait_until(check: Callable[[], object], what: str, timeout: float, every: fl
         if time.monotonic() > deadline:
             raise TimeoutError(f"gave up after {timeout:.0f}s waiting for {what}")
         time.sleep(every)
-
-
-# -- notifications ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Notification:
-    """One webhook call of Alertmanager: a receiver, a group's status and its alerts."""
-
-    received: float  # Unix time it arrived
-    receiver: str  # critical (the pager), warning (chat), info, watchdog
-    status: str
-    alerts: tuple[dict, ...]
-
-    def firing(self, alertname: str, **labels: str) -> bool:
-        return any(
-            a["status"] == "firing"
-            and a["labels"].get("alertname") == alertname
-            and all(a["labels"].get(k) == v for k, v in labels.items())
-            for a in self.alerts
-        )
-
-
-class NotificationRecorder:
-    """The webhook every receiver points at (/critical, /warning, /info, /watchdog)."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self._lock = threading.Lock()
-        self._records: list[Notification] = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                raw = self.rfile.read(length)
-                with contextlib.suppress(ValueError):
-                    payload = json.loads(raw)
-                    recorder._add(
-                        Notification(
-                            time.time(),
-                            self.path.strip("/"),
-                            payload.get("status", ""),
-                            tuple(payload.get("alerts", [])),
-                        )
-                    )
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    def _add(self, note: Notification) -> None:
-        with self._lock:
-            self._records.append(note)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def records(self, since: float = 0.0, until: float = float("inf")) -> list[Notification]:
-        with self._lock:
-            return [n for n in self._records if since <= n.received <= until]
-
-    def first_firing(
-        self, alertname: str, receiver: str, since: float, until: float = float("inf"), **labels: str
-    ) -> Notification | None:
-        for note in self.records(since, until):
-            if note.receiver == receiver and note.firing(alertname, **labels):
-                return note
-        return None
-
-    def __enter__(self) -> NotificationRecorder:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
 
 # -- the servers ---------------------------------------------------------------------------
@@ -242,7 +159,7 @@ class Slot:
             "--target",
             self.server.url,
             "--model",
-            "tiny-llama",
+            self.server.model_name,
             "--listen",
             self.probe,
             "--interval",
@@ -321,6 +238,7 @@ class DrillStack:
         self.exposition: Path = workdir / "live-metrics.prom"
         self.recorder = NotificationRecorder()
         self.am_port = free_port()
+        self.prom_port = free_port()
         self.prom: DrillPrometheus | None = None
         self.am: Alertmanager | None = None
         self.slots: list[Slot] = []  # those Prometheus watches now
@@ -340,6 +258,7 @@ class DrillStack:
         prometheus["log_exporters"] = [{"target": s.exporter, "vllm_instance": s.instance} for s in slots]
         prometheus["probes"] = [s.probe for s in slots]
         prometheus["alertmanagers"] = [f"127.0.0.1:{self.am_port}"]
+        prometheus["prometheus_targets"] = [f"127.0.0.1:{self.prom_port}"]
         config["alertmanager"] = {
             **config.get("alertmanager", {}),
             **{r: {"type": "webhook", "url": f"{self.recorder.url}/{r}"} for r in RECEIVERS},
@@ -369,7 +288,7 @@ class DrillStack:
             Alertmanager(self.bundle / "alerts" / "alertmanager.yml", self.workdir, port=self.am_port)
         )
         self.prom = self._stack.enter_context(
-            DrillPrometheus(self.bundle / "prometheus" / "prometheus.yml", self.workdir)
+            DrillPrometheus(self.bundle / "prometheus" / "prometheus.yml", self.workdir, port=self.prom_port)
         )
         self._sampler = threading.Thread(target=self._sample_alertmanager, daemon=True)
         self._sampler.start()
@@ -431,7 +350,14 @@ class DrillStack:
 
     def new_slot(self, name: str, *server_args: str) -> Slot:
         """A server (not launched yet) with its exporter and probe running from now on."""
-        server = DrillServer(self.workdir / f"vllm-{name}.log", extra_args=server_args, startup_timeout=300)
+        # Each server serves its own model, as a one-replica deployment does: its death takes
+        # the whole model's capacity, which is what pages.
+        server = DrillServer(
+            self.workdir / f"vllm-{name}.log",
+            extra_args=server_args,
+            startup_timeout=300,
+            model_name=f"tiny-{name.lower()}",
+        )
         made = Slot(name, server, self.workdir)
         self._all_slots.append(made)
         made.start_sidecars()

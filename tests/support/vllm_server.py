@@ -98,6 +98,7 @@ class VllmServer:
     extra_env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     startup_timeout: float = 240.0
+    model_name: str = MODEL_NAME  # the name it serves the model under
     process: subprocess.Popen | None = None
     started_in: float | None = None
     # "ab": restarts append to one log, as a restart policy writing to one file does.
@@ -119,7 +120,7 @@ class VllmServer:
             "--model",
             str(tiny_model_dir()),
             "--served-model-name",
-            MODEL_NAME,
+            self.model_name,
             "--host",
             "127.0.0.1",
             "--port",

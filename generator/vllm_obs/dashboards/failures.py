@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..config import BundleConfig
+from ..rules.areas.meta import DELIVERY_FAILURES, RELOADED, RULE_FAILURES, SEND_ERRORS
 from ..signals import Resolution
 from ..vocabulary import DASHBOARDS, Vocabulary
 from .panels.common import CRIT, keep
@@ -134,6 +135,8 @@ def failures(v: Vocabulary) -> Dashboard:
             ),
         )
     )
+    if cfg.prometheus.prometheus_job:
+        rows.append(Row("Monitoring pipeline", _pipeline_panels(cfg, f)))
     return Dashboard(
         key="failures",
         title=DASHBOARDS["failures"],
@@ -295,5 +298,61 @@ def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             text_mode="name",
             width=6,
             height=5,
+        ),
+    )
+
+
+def _pipeline_panels(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
+    """The pipeline every alert goes through: Prometheus' rule evaluations and notifications,
+    Alertmanager's deliveries, both configuration reloads (VllmObs* alerts)."""
+    p = cfg.prometheus
+    prom, am = f.job(p.prometheus_job), f.job(p.alertmanager_job)
+    groups = f.job(p.prometheus_job, 'rule_group=~".*;vllm-obs\\\\..*"')
+    return (
+        Panel(
+            title="Rule evaluation failures",
+            description="Failed evaluations of the bundle's rule groups per second: their alerts cannot fire.",
+            unit="none",
+            queries=(
+                Query(
+                    f"sum by (rule_group) (rate({RULE_FAILURES}{groups}[$__rate_interval]))",
+                    "{{rule_group}}",
+                ),
+            ),
+            min=0,
+            width=8,
+        ),
+        Panel(
+            title="Notifications failing",
+            description=(
+                "Alerts Prometheus failed to send to Alertmanager, and notifications Alertmanager failed "
+                "to deliver, per second by integration: alerts that reach nobody."
+            ),
+            unit="none",
+            queries=(
+                Query(
+                    f"sum(rate({SEND_ERRORS}{prom}[$__rate_interval]))",
+                    "Prometheus to Alertmanager",
+                ),
+                Query(
+                    f"sum by (integration) (rate({DELIVERY_FAILURES}{am}[$__rate_interval]))",
+                    "{{integration}}",
+                ),
+            ),
+            min=0,
+            width=8,
+        ),
+        Panel(
+            title="Configuration reloads",
+            description="1 while the last configuration reload succeeded; 0 runs the previous configuration.",
+            unit="none",
+            queries=(
+                Query(f"min({RELOADED['prometheus']}{prom})", "Prometheus"),
+                Query(f"min({RELOADED['alertmanager']}{am})", "Alertmanager"),
+            ),
+            min=0,
+            max=1,
+            width=8,
+            may_be_empty="Prometheus and Alertmanager are scraped under other jobs (prometheus.prometheus_job)",
         ),
     )

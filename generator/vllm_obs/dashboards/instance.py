@@ -50,14 +50,14 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
             "Time to first token",
             "times to first token",
             a.ttft_p95_warning_seconds,
-            a.ttft_p95_critical_seconds,
+            None,
         ),
         (
             "inter_token_latency",
             "Inter-token latency",
             "gaps between output tokens",
             a.itl_p95_warning_seconds,
-            a.itl_p95_critical_seconds,
+            None,
         ),
         ("e2e_request_latency", "End-to-end latency", "request durations", None, None),
     ):

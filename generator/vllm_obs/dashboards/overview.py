@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import BundleConfig
 from ..promql import number
 from ..signals import Resolution
-from ..vocabulary import BURN_TIERS, DASHBOARDS, Names, Vocabulary, slo_miss
+from ..vocabulary import BURN_TIERS, DASHBOARDS, Names, Vocabulary
 from .panels.common import CRIT, WARN, error_panel, heatmap, keep, latency_panel, raw_percentiles, stat
 from .panels.queries import Filters
 from .panels.replicas import replicas_table
@@ -59,6 +59,25 @@ def _fleet(res: Resolution, cfg: BundleConfig, f: Filters, n: Names) -> tuple[Pa
             thresholds=((1, CRIT),),
         ),
     ]
+    out.append(
+        Panel(
+            title="Ready replicas per model",
+            description=(
+                "Replicas ready (scraped, engine alive, canary answering; stopped or restarted on purpose "
+                "counts as ready) and discovered (scrape targets that served the model within the hour). "
+                "Below the dashed floor, or below paging.capacity_fraction of those discovered, the model "
+                "pages (VllmModelCapacityLow)."
+            ),
+            unit="none",
+            queries=(
+                Query(f"{n.replicas_ready}{f.model}", "ready {{model_name}}"),
+                Query(f"{n.replicas_discovered}{f.model}", "discovered {{model_name}}"),
+            ),
+            thresholds=((cfg.paging.min_ready_replicas, CRIT),),
+            min=0,
+            width=8,
+        )
+    )
     if "requests_running" in res.signals:
         sig = res["requests_running"]
         out.append(
@@ -156,12 +175,13 @@ def _fleet(res: Resolution, cfg: BundleConfig, f: Filters, n: Names) -> tuple[Pa
                 )
             )
     for slo in f.v.slos:
+        good = f"within {slo.threshold:g}s" if slo.threshold is not None else "that succeeded"
         out.append(
             stat(
                 f"{slo.label} SLO attainment (1d)",
-                f"Share of {slo.events} within {slo.threshold:g}s over the last day; the objective is {slo.objective:.2%}.",
+                f"Share of {slo.events} {good} over the last day; the objective is {slo.objective:.2%}.",
                 "percentunit",
-                f"1 - max({slo_miss(slo.key, '1d')}{f.model})",
+                f"1 - max({slo.miss('1d')}{f.model})",
                 base_color=CRIT,
                 thresholds=((slo.objective, "green"),),
                 min=0,
@@ -180,14 +200,14 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
             "Time to first token",
             "times to first token",
             a.ttft_p95_warning_seconds,
-            a.ttft_p95_critical_seconds,
+            None,
         ),
         (
             "inter_token_latency",
             "Inter-token latency",
             "gaps between output tokens",
             a.itl_p95_warning_seconds,
-            a.itl_p95_critical_seconds,
+            None,
         ),
         ("e2e_request_latency", "End-to-end request latency", "request durations", None, None),
         ("request_queue_time", "Queue time", "times spent waiting for a slot", None, None),
@@ -230,7 +250,7 @@ def _burn(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
                 unit="none",
                 queries=tuple(
                     Query(
-                        f"{slo_miss(slo.key, t.long)}{f.model} / {slo.budget:g}",
+                        f"{slo.miss(t.long)}{f.model} / {slo.budget:g}",
                         f"{t.long} {{{{model_name}}}}",
                     )
                     for t in BURN_TIERS

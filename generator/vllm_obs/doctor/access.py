@@ -29,6 +29,12 @@ def validate(args: argparse.Namespace) -> tuple[Auth, Auth]:
     for flag, url in (("--prometheus", args.prometheus), ("--alertmanager", args.alertmanager)):
         if url is not None and not url.startswith(("http://", "https://")):
             raise DoctorCannotRun(f"{flag} {url} is not an http(s) URL; pass e.g. http://prometheus:9090.")
+    secrets = getattr(args, "alertmanager_secrets", None)
+    if secrets is not None and not Path(secrets).is_dir():
+        raise DoctorCannotRun(
+            f"--alertmanager-secrets {secrets} is not a folder; pass the one Alertmanager's secret files are "
+            "mounted from (the stack's secrets/alertmanager)."
+        )
     return _auths(args)
 
 

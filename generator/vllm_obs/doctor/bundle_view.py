@@ -33,7 +33,12 @@ ROLE_PREFIXES = (
     ("vllm_log_", "log exporter"),
     ("vllm_probe_", "canary probe"),
     ("DCGM_", "GPU exporter"),
+    ("prometheus_", "Prometheus itself"),
+    ("alertmanager_", "Alertmanager itself"),
 )
+# Roles whose series only the monitoring pipeline's own alerts read: missing, those alerts
+# cannot fire, but every vLLM alert still can.
+PIPELINE_ROLES = frozenset({"Prometheus itself", "Alertmanager itself"})
 # The series each of our own exporters reports its version in.
 BUILD_INFO = {
     "log exporter": LOG["vllm_log_exporter_build_info"].series,

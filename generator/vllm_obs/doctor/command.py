@@ -49,6 +49,12 @@ def add_doctor_command(sub: argparse._SubParsersAction) -> None:
         help="a separate bearer token for Alertmanager (default: the Prometheus credentials)",
     )
     doctor.add_argument(
+        "--alertmanager-secrets",
+        metavar="DIR",
+        help="the folder Alertmanager's secret files are mounted from (the stack's secrets/alertmanager): "
+        "every key or URL file its receivers name must be there and not empty",
+    )
+    doctor.add_argument(
         "--kubernetes-manifest",
         metavar="FILE",
         help="a Deployment YAML: check its startupProbe/livenessProbe against the measured start-up times",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..catalog import Catalog
 from ..config import BundleConfig
-from .bundle_view import BundleView
+from .bundle_view import PIPELINE_ROLES, BundleView
 from .clients import AlertmanagerClient, ApiError, PrometheusClient
 from .findings import FAIL, WARN, Finding, Report
 
@@ -50,6 +50,7 @@ class Context:
     am: AlertmanagerClient | None = None
     config: BundleConfig | None = None
     kubernetes_manifest: str | None = None
+    alertmanager_secrets: str | None = None  # the folder Alertmanager's secret files come from
     # Facts found along the way.
     targets: dict[str, list[Target]] | None = None  # job -> targets; None: not known
     presence: dict[tuple[str, str], Presence] = field(default_factory=dict)  # (job, name) -> presence
@@ -97,3 +98,10 @@ class Context:
 
     def fail_cause(self, name: str, text: str) -> None:
         self.causes.setdefault(name, Cause(FAIL, text))
+
+    def job_down(self, job: str) -> Cause:
+        """Why what a job's series feed is empty when none of its targets is up: a failure, but
+        a warning for the pipeline's own jobs, as the Targets check says (serving is unaffected)."""
+        reads = self.view.job_reads.get(job)
+        status = WARN if reads and reads.role in PIPELINE_ROLES else FAIL
+        return Cause(status, f"no target of job {job} is up (see Targets)")

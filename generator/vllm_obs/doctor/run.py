@@ -50,6 +50,7 @@ def run(args: argparse.Namespace, auth: Auth, am_auth: Auth) -> int:
         am=am,
         config=config,
         kubernetes_manifest=args.kubernetes_manifest,
+        alertmanager_secrets=args.alertmanager_secrets,
     )
     try:
         prom.check_reachable()

@@ -263,7 +263,7 @@ def _config(top: list[str], cfg: BundleConfig, used: set[str]) -> str:
     lines = [
         *top,
         "// The knobs of the vLLM mixin, with this bundle's values. Override any of them in your jsonnet:",
-        "//   (import 'mixin/mixin.libsonnet') + { _config+:: { vllmJob: 'llm/vllm', ttftP95WarningSeconds: 1.5 } }",
+        "//   (import 'mixin/mixin.libsonnet') + { _config+:: { vllmJob: 'llm/vllm', queueWaitingThreshold: 50 } }",
         "// Rules and panels exist only for what the bundle was generated from (the series of the",
         "// vLLM release, the log exporters and probes, the GPU layer): regenerate to change those.",
         "{",
@@ -302,6 +302,7 @@ def _config(top: list[str], cfg: BundleConfig, used: set[str]) -> str:
         by_section["alerts"],
     )
     block("Service-level objectives of the budget-burn alerts.", by_section["slo"])
+    block("When a model's lost serving capacity pages.", by_section["paging"])
     block("The GPU layer (dcgm-exporter).", by_section["gpu"])
     block(
         "Links and dashboards.",

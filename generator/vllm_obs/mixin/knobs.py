@@ -3,7 +3,9 @@
 A knob here is a configuration value that changes only text and numbers inside the rules and
 dashboards, never their structure (which rules and panels exist): a threshold, a `for` duration, a
 job name, the cluster label, a dashboard uid. Values that change structure (which exporters run,
-the GPU join, the SLO bucket thresholds) stay as generated; regenerate to change them.
+the GPU join) stay as generated, and so do the latency thresholds a histogram answers (the SLO
+and p95 thresholds must be bucket bounds, which the generator checks and jsonnet could not);
+regenerate to change them.
 
 Each knob is written in one or more forms (a threshold as PromQL `0.05`, as `5%` in a description,
 as `50ms`...). A `Form` pairs the Python rendering the generator uses with the jsonnet expression
@@ -27,6 +29,7 @@ from ..config import (
     DashboardsSection,
     GpuSection,
     LinksSection,
+    PagingSection,
     PrometheusSection,
     SloSection,
 )
@@ -75,14 +78,24 @@ def _doc(section: type, key: str) -> str:
 GPU_KNOBS = ("memory_full_threshold", "memory_full_for", "idle_utilization_below", "idle_for", "xid_window")
 
 
+# Bucket bounds of a histogram: the generator refuses any other value (see check_bucket_bound).
+BUCKET_BOUND_KNOBS = ("ttft_p95_warning_seconds", "itl_p95_warning_seconds")
+
+
 def value_knobs() -> list[Knob]:
-    """Thresholds, durations and objectives: every alerts key, the SLO objectives, the GPU limits."""
+    """Thresholds, durations and objectives: every alerts key but the bucket bounds, the SLO
+    objectives, the GPU limits."""
     out = []
     for f in dataclasses.fields(AlertsSection):
+        if f.name in BUCKET_BOUND_KNOBS:
+            continue
         kind = "number" if f.type in (float, "float") else "duration"
         out.append(Knob(camel(f.name), "alerts", f.name, kind, f.metadata["doc"]))
-    for key in ("ttft_objective", "itl_objective"):
+    for key in ("ttft_objective", "itl_objective", "availability_objective"):
         out.append(Knob(camel(key), "slo", key, "objective", _doc(SloSection, key)))
+    out.append(Knob("sloMinRequests", "slo", "min_requests", "number", _doc(SloSection, "min_requests")))
+    for f in dataclasses.fields(PagingSection):
+        out.append(Knob(camel(f.name), "paging", f.name, "number", f.metadata["doc"]))
     for f in dataclasses.fields(GpuSection):
         if f.name in GPU_KNOBS:
             kind = "number" if f.type in (float, "float") else "duration"

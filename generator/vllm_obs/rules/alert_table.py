@@ -49,10 +49,15 @@ def alert_table(catalog: Catalog) -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for d in assembled.alerts:
-        knobs = "<br>".join(f"`{k}` ({_default(cfg, k)})" for k in d.knobs) or "none"
-        says = " / ".join(summaries[d.name])
+        knobs = "<br>".join(f"`{k}` ({_cell(_default(cfg, k))})" for k in d.knobs) or "none"
+        says = _cell(" / ".join(summaries[d.name]))
         lines.append(f"| {d.name} | {area[d.name]} | {severities[d.name]} | {says} | {knobs} |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text a markdown table cell shows as is (a regex's `|` would split the cell)."""
+    return text.replace("|", "\\|")
 
 
 def _default(cfg: BundleConfig, knob: str) -> str:

@@ -16,6 +16,7 @@ from types import ModuleType
 from ..vocabulary import Vocabulary
 from .areas import (
     availability,
+    capacity,
     errors,
     features,
     gpu,
@@ -37,6 +38,7 @@ AREAS: tuple[ModuleType, ...] = (
     saturation,
     errors,
     availability,
+    capacity,
     log_events,
     probe,
     lifecycle,
@@ -55,8 +57,8 @@ class DeclarationError(Exception):
 class InhibitRule:
     sources: tuple[str, ...]
     targets: tuple[str, ...]
-    equal: str  # "replica" or "target"
-    severity: str | None
+    equal: str  # "replica", "target" or "model"
+    matchers: tuple[str, ...]  # more matchers of the sources
 
 
 @dataclass(frozen=True)
@@ -153,20 +155,24 @@ def _check_names(alerts: list[Declared]) -> None:
 
 
 def _inhibitions(alerts: list[Declared], everything: list[Declared]) -> list[InhibitRule]:
-    """One rule per distinct (targets, equal, severity), its sources the bundle's alerts that
-    inhibit so; a symptom tag stands for every declared alert that carries it."""
+    """One rule per distinct (targets, equal, matchers), its sources the bundle's alerts that
+    inhibit so; a symptom tag stands for every alert of the bundle's configuration that carries
+    it (off parts, such as a GPU layer not enabled, name nothing)."""
     known = {d.name for d in everything}
+    configured = [d for d in everything if d.on]
     merged: dict[tuple, list[str]] = {}
     for d in alerts:
         for inhibition in d.inhibits:
-            targets = _targets(inhibition, everything)
-            unknown = [t for t in targets if t not in known]
-            if unknown or not targets:
-                raise DeclarationError(f"{d.name} inhibits {', '.join(unknown) or 'nothing'}: no such alert.")
-            merged.setdefault((targets, inhibition.equal, inhibition.severity), []).append(d.name)
+            unknown = [t for t in inhibition.alerts if t not in known]
+            if unknown:
+                raise DeclarationError(f"{d.name} inhibits {', '.join(unknown)}: no such alert.")
+            targets = _targets(inhibition, configured)
+            if not targets:
+                continue  # every alert it would silence is off in this bundle
+            merged.setdefault((targets, inhibition.equal, inhibition.matchers), []).append(d.name)
     return [
-        InhibitRule(tuple(sorted(sources)), targets, equal, severity)
-        for (targets, equal, severity), sources in merged.items()
+        InhibitRule(tuple(sorted(sources)), targets, equal, matchers)
+        for (targets, equal, matchers), sources in merged.items()
     ]
 
 

@@ -21,13 +21,13 @@ from .scenario_kit import Builder
 @dataclass(frozen=True)
 class Inhibition:
     """While this alert fires, it silences `alerts` and the alerts tagged with any of
-    `symptoms` that are about the same server (`equal`: "replica", the server's own labels,
-    or "target", its scrape target)."""
+    `symptoms` that are about the same thing (`equal`: "replica", the server's own labels;
+    "target", its scrape target; "model", the same model in the same namespace and cluster)."""
 
     alerts: tuple[str, ...] = ()
     symptoms: tuple[str, ...] = ()
     equal: str = "replica"
-    severity: str | None = None  # only while the source alert has this severity
+    matchers: tuple[str, ...] = ()  # only while the source alert also matches these ('severity="critical"')
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,10 @@ class Declared:
 # A symptom tag: what a dead, hung or unreachable server explains on itself (its latency,
 # queue, cache, stall and error alerts); the cause's alert silences it.
 DEAD_SERVER = "dead_server"
+
+# A symptom tag: a cause on one replica, a warning that names it (a ticket); a model's capacity
+# page silences it, on that replica and on the model's others.
+PER_REPLICA = "replica"
 
 # The panel of an alert that explains itself (Watchdog): its link opens its dashboard only.
 NO_PANEL = ""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ..errors import BundleError
 from ..exporter_series import LOG, select
-from ..promql import number, seconds
+from ..promql import number, seconds, selector
 from ..vocabulary import Vocabulary, by
 
 
@@ -17,9 +18,16 @@ def percent(value: float) -> str:
     return f"{value * 100:g}%"
 
 
-def traffic(v: Vocabulary) -> str:
-    """A replica finishes enough requests to be judged (the traffic floor)."""
-    return f"{v.names.requests_finished} > {number(v.cfg.alerts.min_request_rate)}"
+def traffic(v: Vocabulary, served: str | None = None) -> str:
+    """A replica finished enough requests within rate_window to be judged (the traffic floor):
+    `alerts.min_requests`, the canary's left out, counted on `served` (requests finished)."""
+    window = int(seconds(v.cfg.alerts.rate_window))
+    return f"{served or v.names.requests_finished} * {window} >= {number(v.cfg.alerts.min_requests)}"
+
+
+def floor_per_minute(v: Vocabulary) -> float:
+    """The traffic floor as requests a minute, for scenarios."""
+    return v.cfg.alerts.min_requests / (seconds(v.cfg.alerts.rate_window) / 60)
 
 
 def server_state(v: Vocabulary, states: str) -> str:
@@ -33,15 +41,82 @@ def since_start(v: Vocabulary) -> str:
     return f"time() - max by ({by(v.targets.target)}) ({begun})"
 
 
-def quiet_lifecycle(v: Vocabulary) -> str:
-    """Servers whose log says they are starting, or stopped on purpose within the grace."""
+def _event_time(v: Vocabulary, event: str) -> str:
+    target = by(v.targets.target)
+    return (
+        f"max by ({target}) ({select(LOG, 'vllm_log_last_event_timestamp_seconds', v.exporter, event=event)})"
+    )
+
+
+def planned(v: Vocabulary) -> str:
+    """Servers whose log says they were stopped on purpose (within the grace), or are starting
+    again after such a stop, or for the first time. A start after a crash is not planned: the
+    log showed no shutdown since the server was last ready, or an engine death or an
+    out-of-memory did (vLLM logs its own shutdown after those)."""
     target = by(v.targets.target)
     since = select(LOG, "vllm_log_server_state_since_timestamp_seconds", v.exporter)
     grace = int(seconds(v.cfg.alerts.planned_stop_grace))
+    ready_at, stopped_at = _event_time(v, "startup_complete"), _event_time(v, "shutdown")
+    died_at = f"max by ({target}) ({select(LOG, 'vllm_log_last_event_timestamp_seconds', v.exporter, event='~engine_dead|oom')})"
     return (
-        f"(\n  max by ({target}) ({server_state(v, 'starting|loading')}) == 1\n"
-        f"  or\n"
-        f"  max by ({target}) ({server_state(v, 'stopping|stopped')}) == 1\n"
+        f"(\n  max by ({target}) ({server_state(v, 'stopping|stopped')}) == 1\n"
         f"  and on ({target})\n"
-        f"  time() - max by ({target}) ({since}) < {grace}\n)"
+        f"  time() - max by ({target}) ({since}) < {grace}\n"
+        f"  or\n"
+        f"  max by ({target}) ({server_state(v, 'starting|loading')}) == 1\n"
+        f"  and on ({target})\n"
+        f"  (\n    {stopped_at} > on ({target}) {ready_at}\n"
+        f"    and on ({target})\n    {died_at} < on ({target}) {ready_at}\n"
+        f"    or\n    {ready_at} == 0\n  )\n)"
     )
+
+
+def _tagged(parts: list[str]) -> str:
+    """The parts, each under its own `part` label so `or` keeps them all."""
+    if len(parts) == 1:
+        return parts[0]
+    return "\n  or\n  ".join(f'label_replace({p}, "part", "{i}", "", "")' for i, p in enumerate(parts))
+
+
+def sum_of(parts: list[str], keep: str) -> str:
+    """The sum of `parts` by `keep`, where any part may have no series (it then adds nothing)."""
+    return f"sum by ({keep}) (\n  {_tagged(parts)}\n)"
+
+
+def max_of(parts: list[str], keep: str) -> str:
+    """The larger of `parts` by `keep`, where any part may have no series."""
+    return f"max by ({keep}) (\n  {_tagged(parts)}\n)"
+
+
+def minus(left: str, right: str, on: str) -> str:
+    """`left` less `right` where `right` has a series to match (never below 0), else `left`."""
+    return f"clamp_min(\n  {left}\n  - on ({on}) group_left ()\n  {right},\n  0\n)\nor\n{left}"
+
+
+def check_bucket_bound(setting: str, buckets: tuple[float, ...], threshold: float, origin: str) -> None:
+    """A latency threshold a histogram answers must be one of its bucket bounds: between two
+    bounds an SLO's good-event count is a guess, and histogram_quantile interpolates (with 84%
+    of requests under 1 s and the rest in (1, 2.5], the p95 reads 2.03 s though no request took
+    more than 2.5 s, and a 2 s threshold fires)."""
+    if buckets and not any(abs(b - threshold) < 1e-12 for b in buckets):
+        valid = ", ".join(f"{b:g}" for b in buckets)
+        raise BundleError(
+            f"{setting} = {threshold:g} is not a histogram bucket bound of {origin}; pick one of: {valid}."
+        )
+
+
+def processed_tokens(v: Vocabulary, window: str, keep: str) -> str | None:
+    """Tokens the engine processed within `window`, by `keep`: prompt tokens (prefill, all a
+    pooling model such as an embedding or reranking server ever does) and generated ones, so a
+    busy engine of any kind shows progress and a hung one shows none. None when the source has
+    neither counter."""
+    # One increase() per counter: increase() drops the name, so over a __name__ regex the two
+    # results of one engine would collide.
+    parts = [
+        f"sum by ({keep}) (increase({selector(v.res[k].name, v.vllm)}[{window}]))"
+        for k in ("prompt_tokens", "generation_tokens")
+        if v.res.has(k)
+    ]
+    if not parts:
+        return None
+    return sum_of(parts, keep) if len(parts) > 1 else parts[0]

@@ -43,7 +43,7 @@ def _test(case: Case, v: Vocabulary) -> dict:
         values = item["values"]
         if "x" in values and values.split("x")[-1].isdigit() and int(values.split("x")[-1]) < span:
             item["values"] = values.rsplit("x", 1)[0] + f"x{span}"
-    return {
+    out = {
         "name": case.name,
         "interval": "1m",
         "input_series": series,
@@ -56,10 +56,26 @@ def _test(case: Case, v: Vocabulary) -> dict:
             for check in case.checks
         ],
     }
+    if case.queries:
+        out["promql_expr_test"] = [
+            {
+                "expr": q.expr,
+                "eval_time": f"{q.minute}m",
+                "exp_samples": [{"labels": _series(labels), "value": value} for labels, value in q.samples],
+            }
+            for q in case.queries
+        ]
+    return out
+
+
+def _series(labels: dict[str, str]) -> str:
+    name = labels.get("__name__", "")
+    inner = ", ".join(f'{k}="{x}"' for k, x in sorted(labels.items()) if k != "__name__")
+    return f"{name}{{{inner}}}"
 
 
 def _expected(e: Expect, v: Vocabulary) -> dict:
     labels = {**e.labels, **alert_labels(e.rule)}
     full = {**labels, "alertname": e.rule.name}
-    annotations = {k: render(v, full, e.value) for k, v in alert_annotations(e.rule, v).items()}
+    annotations = {k: render(text, full, e.value) for k, text in alert_annotations(e.rule, v).items()}
     return {"exp_labels": labels, "exp_annotations": annotations}

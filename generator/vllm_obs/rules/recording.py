@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import BundleError
 from ..exporter_series import PROBE, select
-from ..promql import le_matcher, selector
-from ..vocabulary import QUANTILES, SLO_WINDOWS, Vocabulary, by, slo_miss
-from .areas import features, gpu
+from ..promql import quote, selector
+from ..vocabulary import QUANTILES, Vocabulary, by
+from .areas import capacity, features, gpu, slo_burn
+from .expressions import max_of, minus, sum_of
 from .model import Group, Recording
 
 
@@ -32,10 +32,9 @@ def recording_groups(v: Vocabulary) -> list[Group]:
         ("vllm-obs.recording-saturation", _saturation_recordings(v)),
         ("vllm-obs.recording-features", features.recordings(v) + _lora_recordings(v)),
     ]
+    parts.append((capacity.RECORDING_GROUP, capacity.recordings(v)))
     groups = [Group(name, tuple(rules)) for name, rules in parts if rules]
-    slo = tuple(_slo_recordings(v))
-    if slo:
-        groups.append(Group("vllm-obs.slo", slo))
+    groups += slo_burn.recording_groups(v)
     groups += gpu.recording_groups(v)  # empty unless gpu.enabled
     return groups
 
@@ -117,43 +116,39 @@ def _histogram_recordings(v: Vocabulary, spec: RecordedHistogram) -> tuple[list[
 
 
 def _traffic_recordings(v: Vocabulary) -> list[Recording]:
-    """Requests, errors, tokens, preemptions, cache hits and HTTP: rates and the ratios built on them."""
+    """Requests, failures, tokens, preemptions, cache hits and HTTP: rates and the ratios built
+    on them. The canary probe's own requests are left out of every one: they are not traffic,
+    and an idle replica the probe keeps busy is still idle."""
     res, cfg = v.res, v.cfg
-    w = cfg.alerts.rate_window
     n = v.names
     sc = v.scope
+    inst = by(sc.instance_model)
     rate_of = _rate_of(v)
-    out: list[Recording] = []
+    out: list[Recording] = [Recording(n.served_model, _served_model(v))]
 
-    # Requests finished: the success counter (all finished_reason values) where the
-    # release has it, else the count of the end-to-end or TTFT histogram.
+    # Requests finished: the success counter (all finished_reason values) where the release
+    # has it, else the count of the end-to-end or TTFT histogram. Good ones finished `stop` or
+    # `length` (a pooling request finishes `stop`); `abort` is the client's own cancel.
     if "request_success" in res.signals:
-        finished = f"sum by ({by(sc.instance_model)}) ({rate_of(res['request_success'].name)})"
-    elif "e2e_request_latency" in res.signals:
-        finished = f"sum by ({by(sc.instance_model)}) ({rate_of(res['e2e_request_latency'].count)})"
+        success = res["request_success"].name
+        finished = f"sum by ({inst}) ({rate_of(success)})"
+        good_reasons = 'finished_reason=~"stop|length"'
+        good = f"sum by ({inst}) ({rate_of(success, good_reasons)})"
     else:
-        finished = f"sum by ({by(sc.instance_model)}) ({rate_of(res['time_to_first_token'].count)})"
+        key = "e2e_request_latency" if "e2e_request_latency" in res.signals else "time_to_first_token"
+        finished = good = f"sum by ({inst}) ({rate_of(res[key].count)})"
     if cfg.prometheus.probes:
-        # The canary probe's one-token requests are vLLM requests too; served traffic leaves
-        # them out, so an idle replica that only answers the probe is still idle to alerts.
-        requests = select(PROBE, "vllm_probe_requests", v.probe)
-        failures = select(PROBE, "vllm_probe_failures", v.probe)
-        answered = (
-            f"sum by ({by(sc.target_model)}) (rate({requests}[{w}]))\n"
-            f"-\nsum by ({by(sc.target_model)}) (rate({failures}[{w}]))"
-        )
-        out.append(Recording(n.probe_answered, answered))
-        finished = (
-            # group_left keeps the job label of the left side (a one-to-one `on` would drop it).
-            f"clamp_min(\n  {finished}\n  - on ({by(sc.target_model)}) group_left ()\n  {n.probe_answered},\n  0\n)\n"
-            f"or\n{finished}"
-        )
+        out.append(Recording(n.probe_answered, _probe_answered(v)))
+        # group_left keeps the job label of the left side (a one-to-one `on` would drop it).
+        finished = minus(finished, n.probe_answered, by(sc.target_model))
+        good = minus(good, n.probe_answered, by(sc.target_model))
     out.append(Recording(n.requests_finished, finished))
     out.append(Recording(n.fleet_requests_finished, f"sum by ({by(sc.fleet_model)}) ({n.requests_finished})"))
+    out.append(Recording(n.requests_good, good))
 
     if res.reports_engine_errors:
         failed = rate_of(res["request_success"].name, 'finished_reason="error"')
-        out.append(Recording(n.requests_failed, f"sum by ({by(sc.instance_model)}) ({failed})"))
+        out.append(Recording(n.requests_failed, f"sum by ({inst}) ({failed})"))
         # 0/0 stays empty (no traffic, no verdict); a replica with traffic and no
         # errors reads 0, never "no data".
         out.append(Recording(n.request_errors, f"{n.requests_failed}\n/\n({n.requests_finished} > 0)"))
@@ -163,38 +158,109 @@ def _traffic_recordings(v: Vocabulary) -> list[Recording]:
         ("generation_tokens", n.generation_tokens, n.fleet_generation_tokens),
     ):
         if key in res.signals:
-            out.append(Recording(record, f"sum by ({by(sc.instance_model)}) ({rate_of(res[key].name)})"))
+            out.append(Recording(record, f"sum by ({inst}) ({rate_of(res[key].name)})"))
             out.append(Recording(fleet, f"sum by ({by(sc.fleet_model)}) ({record})"))
 
     if "preemptions" in res.signals:
-        out.append(
-            Recording(n.preemptions, f"sum by ({by(sc.instance_model)}) ({rate_of(res['preemptions'].name)})")
-        )
+        out.append(Recording(n.preemptions, f"sum by ({inst}) ({rate_of(res['preemptions'].name)})"))
         out.append(Recording(n.preemptions_per_request, f"{n.preemptions}\n/\n({n.requests_finished} > 0)"))
 
     if res.has("prefix_cache_hits", "prefix_cache_queries"):
         out.append(
             Recording(
                 n.prefix_cache_hits,
-                f"sum by ({by(sc.instance_model)}) ({rate_of(res['prefix_cache_hits'].name)})\n"
-                f"/\n(sum by ({by(sc.instance_model)}) ({rate_of(res['prefix_cache_queries'].name)}) > 0)",
+                f"sum by ({inst}) ({rate_of(res['prefix_cache_hits'].name)})\n"
+                f"/\n(sum by ({inst}) ({rate_of(res['prefix_cache_queries'].name)}) > 0)",
             )
         )
 
     if "http_requests" in res.signals:
-        http = res["http_requests"].name
-        out.append(Recording(n.http_requests, f"sum by ({by(sc.instance)}) ({rate_of(http)})"))
-        # A server that has answered no 5xx has no 5xx series at all; `or 0 * ...`
-        # turns that into a ratio of 0 instead of no data.
-        errors = rate_of(http, 'status="5xx"')
-        out.append(
-            Recording(
-                n.http_errors,
-                f"sum by ({by(sc.instance)}) ({errors})\n/\n({n.http_requests} > 0)"
-                f"\nor\n0 * ({n.http_requests} > 0)",
-            )
-        )
+        out += _http_recordings(v)
+    out += _failure_recordings(v)
     return out
+
+
+def _served_model(v: Vocabulary) -> str:
+    """1 for each replica and the model it served within the last hour, also once it is gone:
+    how a server that stopped answering, and its HTTP counters, are tied to a model."""
+    res = v.res
+    key = next(k for k in ("requests_running", "requests_waiting", "generation_tokens") if k in res.signals)
+    return f"group by ({by(v.scope.instance_model)}) (last_over_time({selector(res[key].name, v.vllm)}[1h]))"
+
+
+def _probe_answered(v: Vocabulary) -> str:
+    w, keyed = v.cfg.alerts.rate_window, by(v.scope.target_model)
+    requests = select(PROBE, "vllm_probe_requests", v.probe)
+    failures = select(PROBE, "vllm_probe_failures", v.probe)
+    return f"sum by ({keyed}) (rate({requests}[{w}]))\n-\nsum by ({keyed}) (rate({failures}[{w}]))"
+
+
+def _http_recordings(v: Vocabulary) -> list[Recording]:
+    """HTTP on the inference handlers only (load-balancer polls of /health or /v1/models are
+    not requests), the canary's own left out: requests, 5xx, and their ratio."""
+    n, sc = v.names, v.scope
+    rate_of = _rate_of(v)
+    http = v.res["http_requests"].name
+    handlers = f"handler=~{quote(v.cfg.slo.inference_handlers)}"
+    server = by(sc.instance)
+    requests = f"sum by ({server}) ({rate_of(http, handlers)})"
+    five = 'status="5xx"'
+    errors = f"sum by ({server}) ({rate_of(http, handlers, five)})"
+    if v.cfg.prometheus.probes:
+        target, w = by(sc.target), v.cfg.alerts.rate_window
+        # Probes that got an HTTP answer (a success, 4xx, 5xx or an unusable body) and 5xx ones.
+        sent = select(PROBE, "vllm_probe_requests", v.probe)
+        unanswered = select(PROBE, "vllm_probe_failures", v.probe, reason="~timeout|refused|error")
+        probe_5xx = select(PROBE, "vllm_probe_failures", v.probe, reason="http_5xx")
+        answered = f"(sum by ({target}) (rate({sent}[{w}])) - sum by ({target}) (rate({unanswered}[{w}])))"
+        requests = minus(requests, answered, target)
+        errors = minus(errors, f"sum by ({target}) (rate({probe_5xx}[{w}]))", target)
+    return [
+        Recording(n.http_inference_requests, requests),
+        # A server that has answered no 5xx has no 5xx series at all: 0, not no data.
+        Recording(n.http_inference_errors, f"{errors}\nor\n0 * {n.http_inference_requests}"),
+        Recording(
+            n.http_errors,
+            f"{n.http_inference_errors}\n/\n({n.http_inference_requests} > 0)",
+        ),
+    ]
+
+
+def _with_model(v: Vocabulary, per_server: str) -> str:
+    """A per-server series (HTTP counters have no model_name) under the model the server serves."""
+    keep = by((*v.scope.instance, "model_name"))
+    return (
+        f"{per_server}\n* on ({by(v.scope.instance)}) group_left (model_name)\n"
+        f"max by ({keep}) ({v.names.served_model})"
+    )
+
+
+def _failure_recordings(v: Vocabulary) -> list[Recording]:
+    """Requests that failed per replica: vLLM's own count plus the requests admission control
+    refused, or the inference handlers' 5xx, whichever is larger (the two overlap: a failed
+    non-streaming request is both; a refused one answers 503); and their share of what the
+    replica served."""
+    n, res = v.names, v.res
+    inst = by(v.scope.instance_model)
+    engine = []
+    if res.reports_engine_errors:
+        engine.append(n.requests_failed)
+    if "admission_rejections" in res.signals:
+        rejected = _rate_of(v)(res["admission_rejections"].name)
+        engine.append(f"sum by ({inst}) ({rejected})")
+    failing, served = [], [n.requests_finished]
+    if engine:
+        failing.append(sum_of(engine, inst) if len(engine) > 1 else engine[0])
+    if "http_requests" in res.signals:
+        failing.append(_with_model(v, n.http_inference_errors))
+        served.append(_with_model(v, n.http_inference_requests))
+    if not v.counts_failures:
+        return []
+    return [
+        Recording(n.requests_failing, max_of(failing, inst) if len(failing) > 1 else failing[0]),
+        Recording(n.requests_served, max_of(served, inst) if len(served) > 1 else served[0]),
+        Recording(n.request_failures, f"{n.requests_failing}\n/\n({n.requests_served} > 0)"),
+    ]
 
 
 def _saturation_recordings(v: Vocabulary) -> list[Recording]:
@@ -249,26 +315,3 @@ def _lora_recordings(v: Vocabulary) -> list[Recording]:
             Recording(record, f"count by ({server}, max_lora) (\n  {names}\n  or {n.lora_latest}\n) - 1")
         )
     return out
-
-
-def _slo_recordings(v: Vocabulary) -> list[Recording]:
-    """Share of requests (TTFT) or tokens (TPOT) slower than the SLO threshold, per window."""
-    out = []
-    fleet = by(v.targets.fleet_model)
-    for slo in v.slos:
-        sig = v.res[slo.key]
-        check_slo_threshold(slo.setting, sig.buckets, slo.threshold, v.res.source.origin)
-        for window in SLO_WINDOWS:
-            good = f"sum by ({fleet}) (rate({selector(sig.bucket, v.vllm, le_matcher(slo.threshold))}[{window}]))"
-            total = f"sum by ({fleet}) (rate({selector(sig.count, v.vllm)}[{window}]))"
-            out.append(Recording(slo_miss(slo.key, window), f"1 - (\n  {good}\n/\n  ({total} > 0)\n)"))
-    return out
-
-
-def check_slo_threshold(setting: str, buckets: tuple[float, ...], threshold: float, origin: str) -> None:
-    """An SLO threshold must be a bucket bound, or the good-event count is a guess."""
-    if buckets and not any(abs(b - threshold) < 1e-12 for b in buckets):
-        valid = ", ".join(f"{b:g}" for b in buckets)
-        raise BundleError(
-            f"{setting} = {threshold:g} is not a histogram bucket bound of {origin}; pick one of: {valid}."
-        )

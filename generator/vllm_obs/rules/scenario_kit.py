@@ -29,6 +29,7 @@ PROBE_ADDRESS = "vllm-probe-0:9401"
 SERVER_STATES = vllm_obs_contract.log_exporter()["vllm_log_server_state"].values("state")
 PROBE_REASONS = vllm_obs_contract.probe()["vllm_probe_failures"].values("reason")
 EXPORTER_EVENTS = vllm_obs_contract.log_exporter()["vllm_log_events"].values("event")
+PROBE_BUCKETS = vllm_obs_contract.probe()["vllm_probe_duration_seconds"].buckets
 
 
 @dataclass
@@ -46,17 +47,27 @@ class Check:
 
 
 @dataclass
+class QueryCheck:
+    """An expression's result at a minute: (labels, value) of every sample, or none at all."""
+
+    minute: int
+    expr: str
+    samples: list[tuple[dict[str, str], float]]
+
+
+@dataclass
 class Case:
     name: str
     series: dict[str, str] = field(default_factory=dict)  # series text -> values
     checks: list[Check] = field(default_factory=list)
+    queries: list[QueryCheck] = field(default_factory=list)  # what a recorded series holds
 
     def add(self, series: str, values: str) -> None:
         self.series[series] = values
 
     @property
     def minutes(self) -> int:
-        return max(c.minute for c in self.checks) + 1
+        return max(c.minute for c in [*self.checks, *self.queries]) + 1
 
 
 def minutes(duration: str | None) -> int:
@@ -88,8 +99,10 @@ class Inputs:
         """
         sc = self.scope
         who = NEIGHBOUR if who == ELSEWHERE else who
-        if sc.cluster:
+        if sc.cluster and who in (REPLICA, NEIGHBOUR):
             return {sc.cluster: "east" if who == REPLICA else "west", sc.replica: REPLICA}
+        if sc.cluster:  # any other server: beside the replica, in its cluster
+            return {sc.cluster: "east", sc.replica: who}
         return {sc.replica: who}
 
     def at(self, who: str = REPLICA) -> dict[str, str]:
@@ -99,6 +112,8 @@ class Inputs:
         sc = self.scope
         if not sc.identity:
             return self.at_target(who)
+        if who not in (REPLICA, NEIGHBOUR, ELSEWHERE):  # any other server: a target of its own
+            return {**self.at_target(who), **dict.fromkeys(sc.identity, "replica-0")}
         out = self.at_target(ELSEWHERE if who == ELSEWHERE else REPLICA)
         if sc.cluster:
             out[sc.cluster] = self.at_target(who)[sc.cluster]
@@ -131,18 +146,38 @@ class Inputs:
         return out
 
     def probe(
-        self, case: Case, span: int, who: str = REPLICA, per_min: float = 4, failing: str | None = None
+        self,
+        case: Case,
+        span: int,
+        who: str = REPLICA,
+        per_min: float = 4,
+        failing: str | None = None,
+        failing_from: int = 0,
+        latency: float = 0.05,
     ) -> None:
-        """`per_min` probes a minute; all answered, or all failing for the reason `failing`."""
+        """`per_min` probes a minute; all answered in `latency` seconds, or all failing for the
+        reason `failing` from minute `failing_from` on (answered before it)."""
         labels = self.probe_labels(who)
-        case.add(series_text("vllm_probe_success", labels), f"{0 if failing else 1}+0x{span}")
+        answered = 0 if failing and not failing_from else per_min
+        for bound in (*PROBE_BUCKETS, float("inf")):
+            rate = answered if latency <= bound else 0
+            le = "+Inf" if bound == float("inf") else bucket_text(bound)
+            case.add(
+                series_text("vllm_probe_duration_seconds_bucket", {**labels, "le": le}),
+                f"0+{number(rate)}x{span}",
+            )
+        case.add(series_text("vllm_probe_duration_seconds_count", labels), f"0+{number(answered)}x{span}")
+        ok = failing_from if failing else span + 1
+        case.add(series_text("vllm_probe_success", labels), _steps([(0, 1), (ok, 0)], span))
         case.add(series_text("vllm_probe_requests_total", labels), f"0+{number(per_min)}x{span}")
         for reason in PROBE_REASONS:
             rate = per_min if reason == failing else 0
-            case.add(
-                series_text("vllm_probe_failures_total", {**labels, "reason": reason}),
-                f"0+{number(rate)}x{span}",
+            history = (
+                f"0+{number(rate)}x{span}"
+                if not failing_from or not rate
+                else _ramp_from(failing_from, rate, span)
             )
+            case.add(series_text("vllm_probe_failures_total", {**labels, "reason": reason}), history)
 
     def probe_health(self, case: Case, span: int, up: int, who: str = REPLICA) -> None:
         case.add(series_text("vllm_probe_health_up", self.probe_labels(who, model=False)), f"{up}+0x{span}")
@@ -172,6 +207,17 @@ class Inputs:
             series_text("vllm_log_server_state_since_timestamp_seconds", labels),
             f"{since} {since.split()[-1]}+0x{span}",
         )
+
+    def event_times(self, case: Case, span: int, who: str = REPLICA, **times: str) -> None:
+        """The exporter's last-event times: each event of `times` as a values string (seconds),
+        every other event 0 (not seen), as the exporter exports them from its start."""
+        labels = self.exporter_labels(who)
+        for event in EXPORTER_EVENTS:
+            values = times.get(event, "0")
+            case.add(
+                series_text("vllm_log_last_event_timestamp_seconds", {**labels, "event": event}),
+                f"{values} {values.split()[-1]}+0x{span}",
+            )
 
     # -- series shapes ---------------------------------------------------------
 
@@ -232,6 +278,51 @@ class Inputs:
                 else res["time_to_first_token"]
             )
             case.add(series_text(sig.count, self.labels(instance, sig)), f"0+{number(per_min)}x{span}")
+
+    def serving(self, case: Case, span: int, who: str = REPLICA, running: float = 0) -> None:
+        """The gauge a replica serving the model always has (how a bundle ties a server to its
+        model, and sees it), at `running` requests."""
+        key = next(k for k in ("requests_running", "requests_waiting") if k in self.res.signals)
+        self.gauge(case, self.res[key], running, span, instance=who)
+
+    def http(self, case: Case, span: int, status: dict[str, float], who: str = REPLICA) -> None:
+        """Requests per minute on an inference handler, by status class (2xx, 5xx...)."""
+        http = self.res["http_requests"]
+        base = {**self.base, **self.at_target(who), "handler": "/v1/completions", "method": "POST"}
+        for code, per_min in status.items():
+            case.add(series_text(http.name, {**base, "status": code}), f"0+{number(per_min)}x{span}")
+
+    def outcomes(self, case: Case, span: int, ok: float, failed: float, who: str = REPLICA) -> str:
+        """`ok` requests a minute that finished well and `failed` that failed, through the series
+        this source tells failures by (vLLM's count, else HTTP 5xx, else the canary's timeouts);
+        returns which one."""
+        res = self.res
+        self.serving(case, span, who)
+        if res.reports_engine_errors:
+            reasons = {"stop": ok, "error": failed} if failed else {"stop": ok}
+            self.traffic(case, ok + failed, span, instance=who, **reasons)
+            return "engine"
+        self.traffic(case, ok, span, instance=who)
+        if "http_requests" in res.signals:
+            self.http(case, span, {"2xx": ok, "5xx": failed}, who)
+            return "http"
+        if self.cfg.prometheus.probes and failed:
+            self.probe(case, span, who, per_min=failed, failing="timeout")
+            return "probe"
+        return "none"
+
+
+def _steps(points: list[tuple[int, float]], span: int) -> str:
+    """A gauge that takes each (minute, value) of `points` from that minute on."""
+    values = []
+    for minute in range(span + 1):
+        values.append(next(v for m, v in reversed(points) if m <= minute))
+    return " ".join(number(x) for x in values)
+
+
+def _ramp_from(start: int, per_min: float, span: int) -> str:
+    """A counter flat at 0 until minute `start`, then rising by `per_min` a minute."""
+    return " ".join(number(max(0, m - start) * per_min) for m in range(span + 1))
 
 
 def p95_in_bucket(bounds: tuple[float, ...], hot: int) -> float:

@@ -37,7 +37,11 @@ def latency_panel(
         title=title,
         description=(
             f"p50, p95 and p99 over {cfg.alerts.rate_window}, from {series}. "
-            + ("Dashed lines: the warning and critical alert thresholds (p95)." if thresholds else "")
+            + (
+                "Dashed: the replica warning's threshold (p95); the SLO burn alerts page."
+                if thresholds
+                else ""
+            )
         ).strip(),
         unit="s",
         queries=queries,
@@ -108,21 +112,25 @@ def heatmap(f: Filters, sig: Signal | Family, title: str, what: str, unit: str) 
 
 
 def error_panel(f: Filters, replica: str, target: str, drill: str | None = None) -> Panel | None:
-    """Share of requests failing, from the engine (finished_reason="error") and from HTTP 5xx."""
+    """Share of requests failing: what VllmRequestErrors judges (vLLM's count or HTTP 5xx of the
+    inference handlers, the larger), and each of the two."""
     res, cfg, n = f.res, f.cfg, f.names
-    queries = []
+    if not f.v.counts_failures:
+        return None
+    queries = [Query(f"{n.request_failures}{replica}", "failing {{instance}} {{model_name}}")]
     if res.reports_engine_errors:
-        queries.append(Query(f"{n.request_errors}{replica}", "engine errors {{instance}} {{model_name}}"))
+        queries.append(Query(f"{n.request_errors}{replica}", "vLLM errors {{instance}} {{model_name}}"))
     if "http_requests" in res.signals:
         queries.append(Query(f"{n.http_errors}{target}", "HTTP 5xx {{instance}}"))
-    if not queries:
-        return None
     return Panel(
         title="Error ratio",
-        description="Share of requests failing (VllmRequestErrors). Dashed: the warning and critical alert thresholds.",
+        description=(
+            "Share of requests failing, the canary's left out: vLLM's own errors, HTTP 5xx of the "
+            "inference handlers, and the larger of the two (VllmRequestErrors). Dashed: its threshold."
+        ),
         unit="percentunit",
         queries=tuple(queries),
-        thresholds=((cfg.alerts.error_ratio_warning, WARN), (cfg.alerts.error_ratio_critical, CRIT)),
+        thresholds=((cfg.alerts.error_ratio_warning, WARN),),
         min=0,
         drill=drill,
     )

@@ -137,7 +137,7 @@ def spec_decode_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[
                 f.replica,
                 LEGEND,
                 a.itl_p95_warning_seconds,
-                a.itl_p95_critical_seconds,
+                None,
             )
         )
     if "spec_decode_acceptance_rate" in res.signals:

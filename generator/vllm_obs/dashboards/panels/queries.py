@@ -125,6 +125,10 @@ class Filters:
     def exporter(self) -> str:
         return f'{{{self._cluster}{self.cfg.exporter_selector}, {self.replica_label}=~"$instance"}}'
 
+    def job(self, job: str, *extra: str) -> str:
+        """Matchers of another job's series (Prometheus' or Alertmanager's own), in the clusters picked."""
+        return "{" + self._cluster + ", ".join([f'job="{job}"', *extra]) + "}"
+
     def log(self, family: str, **matchers: str) -> str:
         """A log-exporter series of the selected servers (checked against the exporters' contract)."""
         return select(LOG, family, self.exporter[1:-1], **matchers)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 
@@ -128,6 +129,7 @@ def _check_receivers(ctx: Context, status: dict) -> None:
         loaded = yaml.safe_load(original) or {}
     except yaml.YAMLError:
         loaded = {}
+    _check_secret_files(ctx, loaded)
     names = {r.get("name") for r in loaded.get("receivers") or []}
     missing = [r for r in ctx.view.receivers if r not in names]
     if missing:
@@ -147,6 +149,68 @@ def _check_receivers(ctx: Context, status: dict) -> None:
         OK,
         "Alertmanager receivers",
         f"the loaded configuration has all {len(ctx.view.receivers)} receivers",
+    )
+
+
+def _secret_files(node: object) -> list[str]:
+    """Every `*_file` path in a loaded Alertmanager configuration (keys, webhook URLs, passwords)."""
+    if isinstance(node, dict):
+        return [
+            found
+            for key, value in node.items()
+            for found in (
+                [value] if key.endswith("_file") and isinstance(value, str) else _secret_files(value)
+            )
+        ]
+    if isinstance(node, list):
+        return [found for item in node for found in _secret_files(item)]
+    return []
+
+
+def _check_secret_files(ctx: Context, loaded: dict) -> None:
+    """Alertmanager loads a configuration whose key file is missing or empty, and amtool accepts
+    it; only the first notification fails. So every file the loaded receivers name is looked
+    for in the folder they are mounted from."""
+    files = sorted(set(_secret_files(loaded)))
+    if not files:
+        return
+    if ctx.alertmanager_secrets is None:
+        ctx.add(
+            FAMILY,
+            SKIP,
+            "receiver secrets",
+            f"not checked: the receivers read {len(files)} secret file(s); pass --alertmanager-secrets DIR "
+            "(the folder they are mounted from) to check each is there and not empty",
+        )
+        return
+    folder = Path(ctx.alertmanager_secrets)
+    bad = []
+    for path in files:
+        local = folder / Path(path).name
+        try:
+            empty = not local.read_text("utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            bad.append(f"{path} ({local} is missing or unreadable)")
+            continue
+        if empty:
+            bad.append(f"{path} ({local} is empty)")
+    if bad:
+        ctx.add(
+            FAMILY,
+            FAIL,
+            "receiver secrets",
+            f"{len(bad)} secret file(s) of the receivers are missing or empty: {'; '.join(bad[:SHOWN])}; "
+            "their notifications will fail (amtool check-config does not see it)",
+            "put each key or URL in its file (make secrets writes placeholders for the stack) and check "
+            "VllmObsNotificationsFailing",
+            bad,
+        )
+        return
+    ctx.add(
+        FAMILY,
+        OK,
+        "receiver secrets",
+        f"all {len(files)} secret files of the receivers are there and not empty",
     )
 
 

@@ -180,7 +180,7 @@ def _why(ctx: Context, expr: str) -> Cause | None:
         elif sel.name == "up":
             job = sel.equalities().get("job")
             if job and ctx.job_is_down(job):
-                causes.append(Cause(FAIL, f"no target of job {job} is up (see Targets)"))
+                causes.append(ctx.job_down(job))
         elif sel.name == "ALERTS":
             # Alerts come from the bundle's alert rules: whatever keeps those from running.
             causes += [

@@ -34,7 +34,7 @@ def run(ctx: Context) -> None:
     for scope in ctx.view.job_reads.values():
         if ctx.job_is_down(scope.job):
             for name in scope.names:
-                ctx.fail_cause(name, f"no target of job {scope.job} is up (see Targets)")
+                ctx.causes.setdefault(name, ctx.job_down(scope.job))
             ctx.add(
                 FAMILY, SKIP, scope.title, f"not checked: no target of job {scope.job} is up (see Targets)"
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...errors import BundleError
 from ...promql import seconds
+from ..bundle_view import PIPELINE_ROLES
 from ..clients import ApiError
 from ..context import Context, Target
 from ..findings import FAIL, OK, WARN
@@ -32,7 +33,7 @@ def run(ctx: Context) -> None:
         known = [t.interval_s for t in targets if t.interval_s]
         if known:
             ctx.scrape_intervals[scope.job] = max(known)
-        _check_job(ctx, scope.job, scope.title, sources[scope.job])
+        _check_job(ctx, scope.job, scope.title, sources[scope.job], scope.role in PIPELINE_ROLES)
     if ctx.config is not None:
         _check_config_jobs(ctx)
 
@@ -64,8 +65,12 @@ def _targets_of(ctx: Context, job: str, selector: str) -> tuple[list[Target], st
     ], "up"
 
 
-def _check_job(ctx: Context, job: str, title: str, source: str) -> None:
+def _check_job(ctx: Context, job: str, title: str, source: str, pipeline: bool = False) -> None:
+    """A job the vLLM alerts read must be up (FAIL otherwise); one only the pipeline's own
+    alerts read (Prometheus', Alertmanager's) warns: those alerts alone go blind."""
     targets = (ctx.targets or {}).get(job, [])
+    bad = WARN if pipeline else FAIL
+    blind = " (the VllmObs* pipeline alerts cannot fire)" if pipeline else ""
     if not targets:
         similar = sorted(j for j in _all_jobs(ctx) if job in j and j not in ctx.view.job_reads)
         hint = (
@@ -77,9 +82,9 @@ def _check_job(ctx: Context, job: str, title: str, source: str) -> None:
         in_bundle = ctx.view.job(job) is not None
         ctx.add(
             FAMILY,
-            FAIL,
+            bad,
             title,
-            f'Prometheus has no target with job="{job}", so nothing the bundle reads from it exists',
+            f'Prometheus has no target with job="{job}", so nothing the bundle reads from it exists{blind}',
             (
                 f"load the bundle's `{job}` scrape job (prometheus/prometheus.yml) into the running Prometheus"
                 if in_bundle
@@ -96,9 +101,9 @@ def _check_job(ctx: Context, job: str, title: str, source: str) -> None:
         more = f"; and {len(down) - SHOWN} more" if len(down) > SHOWN else ""
         ctx.add(
             FAMILY,
-            FAIL,
+            bad,
             title,
-            f"{len(down)} of {len(targets)} targets down: {shown}{more}",
+            f"{len(down)} of {len(targets)} targets down: {shown}{more}{blind}",
             "start the server or fix the address, port, scheme or credentials Prometheus scrapes it with",
             [t.instance for t in down],
         )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ...promql import selector
 from ...vocabulary import Vocabulary, by
-from ..declaration import DEAD_SERVER, Declared, Inhibition
-from ..expressions import quiet_lifecycle
+from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
+from ..expressions import planned, processed_tokens
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import (
@@ -50,7 +50,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_stalled,
-            symptoms=(DEAD_SERVER,),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
         Declared(
             name="VllmTargetDown",
@@ -79,6 +79,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
             scenarios=_target_down,
             # An unreachable server explains its own latency, queue, cache, stall and error alerts.
             inhibits=(Inhibition(symptoms=(DEAD_SERVER,)),),
+            symptoms=(PER_REPLICA,),
         ),
         Declared(
             name="VllmMetricsAbsent",
@@ -110,20 +111,17 @@ def _up(v: Vocabulary) -> str:
 
 def _engine_stalled(v: Vocabulary) -> list[Alert]:
     a, sc, n = v.cfg.alerts, v.scope, v.names
-    tokens = selector(v.res["generation_tokens"].name, v.vllm)
+    processed = processed_tokens(v, a.stall_window, by(sc.instance_model))
     return [
         Alert(
             name="VllmEngineStalled",
-            expr=(
-                f"({n.requests_waiting} + {n.requests_running}) > 0\n"
-                f"and {sc.on_instance_model}\nsum by ({by(sc.instance_model)}) (increase({tokens}[{a.stall_window}])) == 0"
-            ),
+            expr=f"({n.requests_waiting} + {n.requests_running}) > 0\nand {sc.on_instance_model}\n{processed} == 0",
             for_=a.stall_for,
-            severity="critical",
-            summary="vLLM has requests in flight but generates no tokens: the engine is stuck.",
+            severity="warning",
+            summary="vLLM has requests in flight but processes no tokens: the engine is stuck.",
             description=(
-                f"{{{{ $value }}}} requests are in flight on {sc.where}, yet no token was generated "
-                f"for {a.stall_window}; /health may still answer 200. Restart the server."
+                f"{{{{ $value }}}} requests are in flight on {sc.where}, yet no prompt token was processed and no token "
+                f"generated for {a.stall_window}; /health may still answer 200. Restart the server."
             ),
             dashboard="failures",
         )
@@ -134,16 +132,16 @@ def _target_down_rule(v: Vocabulary) -> list[Alert]:
     a, sc = v.cfg.alerts, v.scope
     down = f"{_up(v)} == 0"
     if v.cfg.prometheus.log_exporters:
-        # A server that is loading its model does not listen yet, and one stopped on purpose
-        # is not down: the log says which, so neither pages (VllmStartupSlow and
-        # VllmRestartLoop watch the starts; a planned stop pages once its grace is over).
-        down += f"\nunless on ({by(sc.target)})\n{quiet_lifecycle(v)}"
+        # A server stopped on purpose, or starting again after such a stop (or for the first
+        # time), is not down: the log says which (VllmStartupSlow and VllmRestartLoop watch the
+        # starts; a planned stop warns once its grace is over). A start after a crash is down.
+        down += f"\nunless on ({by(sc.target)})\n{planned(v)}"
     return [
         Alert(
             name="VllmTargetDown",
             expr=down,
             for_=a.target_down_for,
-            severity="critical",
+            severity="warning",
             summary="Prometheus cannot scrape a vLLM server.",
             description=(
                 f"{sc.target_ref} (job {{{{ $labels.job }}}}) has not answered scrapes "
@@ -215,12 +213,27 @@ def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
     io.gauge(busy, running, 2, span)
     io.counter(busy, tokens, 600, span)
     busy.checks = [Check(span - 1, rule.name, [])]
+    if io.res.has("prompt_tokens"):
+        prompt = io.res["prompt_tokens"]
+        stuck.add(series_text(prompt.name, io.labels(signal=prompt)), f"900+0x{span}")
+        pooling = Case(
+            "VllmEngineStalled stays silent on a busy embedding server: prompt tokens keep coming, "
+            "none is generated"
+        )
+        io.gauge(pooling, waiting, 3, span)
+        io.gauge(pooling, running, 2, span)
+        pooling.add(series_text(tokens.name, io.labels(signal=tokens)), f"0+0x{span}")
+        io.counter(pooling, prompt, 6000, span)
+        pooling.checks = [Check(span - 1, rule.name, [])]
+        extra = [pooling]
+    else:
+        extra = []
     idle = Case("VllmEngineStalled stays silent on an idle server")
     io.gauge(idle, waiting, 0, span)
     io.gauge(idle, running, 0, span)
     idle.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
     idle.checks = [Check(span - 1, rule.name, [])]
-    return [stuck, busy, idle]
+    return [stuck, busy, idle, *extra]
 
 
 def _target_down(rules: list[Alert], io: Inputs) -> list[Case]:
@@ -241,23 +254,49 @@ def _target_down(rules: list[Alert], io: Inputs) -> list[Case]:
 
 
 def _target_down_lifecycle(rule: Alert, io: Inputs, labels: dict[str, str]) -> list[Case]:
-    """A server loading its model, or stopped on purpose, does not page; past the grace it does."""
+    """What the log says was planned does not warn: a first start, a stop on purpose (until its
+    grace is over) and the start after it. A start after a crash the log did not show does."""
     a = io.cfg.alerts
     span = minutes(rule.for_) + 5
-    starting = Case("VllmTargetDown stays silent while the log shows the server starting")
-    starting.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"0+0x{span}")
-    io.server_state(starting, span, "0 60", ["unknown", "loading"])
-    starting.checks = [Check(span - 1, rule.name, [])]
+    up = series_text("up", {**io.base, **io.at_target(REPLICA)})
+    first = Case("VllmTargetDown stays silent while the log shows the server's first start")
+    first.add(up, f"0+0x{span}")
+    io.server_state(first, span, "0 60", ["unknown", "loading"])
+    io.event_times(first, span, startup_begin="0 60")
+    first.checks = [Check(span - 1, rule.name, [])]
+
+    restart = Case("VllmTargetDown stays silent while the server starts again after a planned stop")
+    restart.add(up, f"1 0+0x{span}")
+    io.server_state(restart, span, "0 60 60 120", ["ready", "stopping", "stopped", "starting"])
+    io.event_times(restart, span, startup_complete="30", shutdown="0 60", startup_begin="0 0 0 120")
+    restart.checks = [Check(span - 1, rule.name, [])]
+
+    crash = Case("VllmTargetDown fires while the server starts again after a crash the log did not show")
+    crash.add(up, f"1 0+0x{span}")
+    io.server_state(crash, span, "0 120", ["ready", "ready", "starting"])
+    io.event_times(crash, span, startup_complete="30", shutdown="10", startup_begin="0 0 120")
+    crash.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, labels, 0)])
+
+    died = Case("VllmTargetDown fires while the server starts again after its engine died")
+    died.add(up, f"1 0+0x{span}")
+    io.server_state(died, span, "0 60 120", ["ready", "dead", "starting"])
+    # vLLM logs its own shutdown after an engine death: that stop was not planned.
+    io.event_times(
+        died, span, startup_complete="30", engine_dead="0 60", shutdown="0 60", startup_begin="0 0 120"
+    )
+    died.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, labels, 0)])
+
     grace = minutes(a.planned_stop_grace)
     long = grace + minutes(rule.for_) + 3
     stopped = Case(f"VllmTargetDown stays silent for {a.planned_stop_grace} after a planned stop, then fires")
-    stopped.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1 0+0x{long}")
+    stopped.add(up, f"1 0+0x{long}")
     # Stopped at t=60 s: quiet while time() - 60 < grace, so the condition returns at 1 + grace.
     io.server_state(stopped, long, "0 60", ["ready", "stopped"])
+    io.event_times(stopped, long, startup_complete="30", shutdown="0 60")
     stopped.checks = [Check(grace, rule.name, [])] + boundary(
         rule.name, 1 + grace, rule.for_, [Expect(rule, labels, 0)]
     )
-    return [starting, stopped]
+    return [first, restart, crash, died, stopped]
 
 
 def _absent(rules: list[Alert], io: Inputs) -> list[Case]:

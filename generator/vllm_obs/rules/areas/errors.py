@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ...promql import number
-from ...vocabulary import Vocabulary, by
-from ..declaration import DEAD_SERVER, Declared
-from ..expressions import percent, traffic
+from ...vocabulary import Vocabulary
+from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
+from ..expressions import floor_per_minute, percent, traffic
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import REPLICA, Case, Check, Expect, Inputs, boundary, minutes, series_text
@@ -19,21 +19,26 @@ def declarations(v: Vocabulary) -> list[Declared]:
             name="VllmRequestErrors",
             knobs=(
                 "alerts.error_ratio_warning",
-                "alerts.error_ratio_critical",
                 "alerts.errors_for",
-                "alerts.min_request_rate",
+                "alerts.min_requests",
+                "slo.inference_handlers",
             ),
+            on=v.counts_failures,
             build=_request_errors,
             uses=("request_success", "http_requests"),
             panel="Error ratio",
             runbook=Section(
                 meaning=(
-                    'Requests fail. `source="engine"`: the share of requests vLLM finished with '
-                    '`finished_reason="error"` (vLLM 0.13+). `source="http"`: the share of API responses '
-                    "with a 5xx status (client mistakes are 4xx and never count)."
+                    "One replica fails requests: the larger of the share vLLM finished with "
+                    '`finished_reason="error"` (vLLM 0.13+) plus those admission control refused, and the '
+                    "share of 5xx answers of the inference handlers (`slo.inference_handlers`; client "
+                    "mistakes are 4xx and never count, nor do `/health` or `/v1/models` polls). The two "
+                    "overlap (a failed non-streaming request is both), so the larger is the count; the "
+                    "canary's own requests are left out. A warning that names the replica: the "
+                    "availability SLO pages when users feel it."
                 ),
                 confirm=[
-                    "Engine errors: `{errors}`; HTTP 5xx: `{http_errors}`",
+                    "Failure ratio: `{failures}`; vLLM's own count `{errors}`; HTTP 5xx `{http_errors}`",
                     "Log: `Error in chat completion stream generator.` / `Error in completion stream generator.` "
                     "with a traceback; an `EngineDeadError` at its end means the engine died (VllmEngineDead)",
                 ],
@@ -44,7 +49,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_errors,
-            symptoms=(DEAD_SERVER,),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
     ]
 
@@ -52,91 +57,82 @@ def declarations(v: Vocabulary) -> list[Declared]:
 def warnings(v: Vocabulary) -> list[str]:
     if "request_success" in v.res.signals and not v.res.reports_engine_errors:
         return [
-            f'{v.res.source.origin} has no finished_reason="error" (vLLM 0.13+); '
-            'skipped VllmRequestErrors{source="engine"} and the engine error-ratio panels.'
+            f'{v.res.source.origin} has no finished_reason="error" (vLLM 0.13+): failed requests '
+            "are counted from HTTP 5xx and the canary only; skipped the engine error-ratio panels."
         ]
     return []
 
 
 def _request_errors(v: Vocabulary) -> list[Alert]:
-    a, sc, n, res = v.cfg.alerts, v.scope, v.names, v.res
-    out = []
-    for severity, threshold in (("warning", a.error_ratio_warning), ("critical", a.error_ratio_critical)):
-        if res.reports_engine_errors:
-            out.append(
-                Alert(
-                    name="VllmRequestErrors",
-                    expr=f"{n.request_errors} > {number(threshold)}\nand {sc.on_instance_model}\n{traffic(v)}",
-                    for_=a.errors_for,
-                    severity=severity,
-                    labels={"source": "engine"},
-                    summary=f"More than {percent(threshold)} of vLLM requests fail.",
-                    description=(
-                        f"{{{{ $value | humanizePercentage }}}} of the requests of {sc.where} "
-                        f'finished with finished_reason="error" (threshold {percent(threshold)}, for {a.errors_for}).'
-                    ),
-                    dashboard="instance",
-                )
-            )
-        if "http_requests" in res.signals:
-            out.append(
-                Alert(
-                    name="VllmRequestErrors",
-                    expr=(
-                        f"{n.http_errors} > {number(threshold)}\n"
-                        f"and on ({by(sc.instance)})\n{n.http_requests} > {number(a.min_request_rate)}"
-                    ),
-                    for_=a.errors_for,
-                    severity=severity,
-                    labels={"source": "http"},
-                    summary=f"More than {percent(threshold)} of vLLM requests fail.",
-                    description=(
-                        f"{{{{ $value | humanizePercentage }}}} of the HTTP requests to {sc.target_ref} "
-                        f"answered 5xx (threshold {percent(threshold)}, for {a.errors_for})."
-                    ),
-                    dashboard="instance",
-                )
-            )
-    return out
+    a, sc, n = v.cfg.alerts, v.scope, v.names
+    threshold = a.error_ratio_warning
+    return [
+        Alert(
+            name="VllmRequestErrors",
+            expr=(
+                f"{n.request_failures} > {number(threshold)}\n"
+                f"and {sc.on_instance_model}\n{traffic(v, n.requests_served)}"
+            ),
+            for_=a.errors_for,
+            severity="warning",
+            summary=f"More than {percent(threshold)} of one vLLM replica's requests fail.",
+            description=(
+                f"{{{{ $value | humanizePercentage }}}} of the requests of {sc.where} failed "
+                f"(vLLM's errors or HTTP 5xx, the larger; threshold {percent(threshold)}, for {a.errors_for})."
+            ),
+            dashboard="instance",
+            threshold=threshold,
+        )
+    ]
 
 
 # -- promtool scenarios --------------------------------------------------------------------
 
 
 def _errors(rules: list[Alert], io: Inputs) -> list[Case]:
-    by_source: dict[str, list[Alert]] = {}
-    for r in rules:
-        by_source.setdefault(r.labels["source"], []).append(r)
+    (rule,) = rules
     a = io.cfg.alerts
-    span = minutes(a.errors_for) + 5
-    name = rules[0].name
+    limit = rule.threshold
+    assert limit is not None
+    span = minutes(rule.for_) + 5
+    per_min = max(1000.0, floor_per_minute(io.v) * 2)
     cases = []
-    for source, tier in by_source.items():
-        limits = {"warning": a.error_ratio_warning, "critical": a.error_ratio_critical}
-        scenarios = [(f"{source} errors just above the warning ratio", limits["warning"] * 1.1)]
-        scenarios.append(
-            (f"{source} errors just above the critical ratio", min(1.0, limits["critical"] * 1.1))
-        )
-        scenarios.append((f"{source} errors just below the warning ratio", limits["warning"] * 0.9))
-        for title, ratio in scenarios:
-            failed = round(1000 * ratio, 6)
-            case = Case(f"{name}: {title} ({ratio:g})")
-            firing = [r for r in tier if ratio > limits[r.severity]]
-            if source == "engine":
-                io.traffic(case, 1000, span, stop=1000 - failed, error=failed)
-                labels = io.result()
-            else:
-                http = io.res["http_requests"]
-                base = {**io.base, **io.at_target(REPLICA), "handler": "/v1/completions", "method": "POST"}
-                case.add(
-                    series_text(http.name, {**base, "status": "2xx"}), f"0+{number(1000 - failed)}x{span}"
-                )
-                case.add(series_text(http.name, {**base, "status": "5xx"}), f"0+{number(failed)}x{span}")
-                labels = {"job": io.cfg.prometheus.vllm_job, **io.at_target(REPLICA)}
-            value = failed / 1000
-            if firing:
-                case.checks = boundary(name, 1, a.errors_for, [Expect(r, labels, value) for r in firing])
-            else:
-                case.checks = [Check(span - 1, name, [])]
-            cases.append(case)
+    for title, ratio in (("just above", limit * 1.1), ("just below", limit * 0.9)):
+        failed = round(per_min * ratio, 6)
+        case = Case(f"{rule.name}: failures {title} the threshold ({ratio:g})")
+        how = io.outcomes(case, span, per_min - failed, failed)
+        if ratio > limit:
+            case.checks = boundary(rule.name, 1, a.errors_for, [Expect(rule, io.result(), failed / per_min)])
+        else:
+            case.checks = [Check(span - 1, rule.name, [])]
+        case.name += f", told by {how}"
+        cases.append(case)
+    if io.res.reports_engine_errors and "http_requests" in io.res.signals:
+        # Both sources see the same failures: the larger counts, never their sum.
+        both = Case(f"{rule.name}: the same failures in vLLM's count and in HTTP 5xx count once")
+        failed = round(per_min * limit * 0.9, 6)
+        io.outcomes(both, span, per_min - failed, failed)
+        io.http(both, span, {"2xx": per_min - failed, "5xx": failed})
+        both.checks = [Check(span - 1, rule.name, [])]
+        cases.append(both)
+        # HTTP alone: a 5xx the engine never saw (an engine that died before answering).
+        http_only = Case(f"{rule.name} fires on HTTP 5xx of the inference handlers vLLM did not count")
+        failed = round(per_min * limit * 1.1, 6)
+        io.outcomes(http_only, span, per_min, 0)
+        io.http(http_only, span, {"2xx": per_min - failed, "5xx": failed})
+        http_only.checks = boundary(rule.name, 1, a.errors_for, [Expect(rule, io.result(), failed / per_min)])
+        cases.append(http_only)
+        # Load-balancer polls answered 5xx are not requests.
+        polls = Case(f"{rule.name} stays silent when only /health answers 5xx")
+        io.outcomes(polls, span, per_min, 0)
+        http = io.res["http_requests"]
+        base = {**io.base, **io.at_target(REPLICA), "handler": "/health", "method": "GET"}
+        polls.add(series_text(http.name, {**base, "status": "5xx"}), f"0+{number(per_min)}x{span}")
+        polls.checks = [Check(span - 1, rule.name, [])]
+        cases.append(polls)
+    idle = Case(f"{rule.name} stays silent below alerts.min_requests, every request failing")
+    rate = floor_per_minute(io.v) / 2
+    io.outcomes(idle, span, 0, rate)
+    idle.checks = [Check(span - 1, rule.name, [])]
+    cases.append(idle)
     return cases

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...promql import number, selector
 from ...vocabulary import Vocabulary, by
-from ..declaration import Declared
+from ..declaration import PER_REPLICA, Declared
 from ..model import Alert, Recording
 from ..runbook_kit import Section
 from ..scenario_kit import Case, Check, Expect, Inputs, boundary, minutes, series_text
@@ -49,6 +49,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_spec_decode,
+            symptoms=(PER_REPLICA,),
         ),
         Declared(
             name="VllmRequestsRejected",
@@ -71,6 +72,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_rejected,
+            symptoms=(PER_REPLICA,),
         ),
         Declared(
             name="VllmKVTransferFailures",
@@ -97,6 +99,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_kv_transfer,
+            symptoms=(PER_REPLICA,),
         ),
         Declared(
             name="VllmEngineImbalance",
@@ -120,6 +123,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_imbalance,
+            symptoms=(PER_REPLICA,),
         ),
     ]
 

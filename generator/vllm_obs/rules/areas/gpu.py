@@ -24,7 +24,7 @@ from ...dcgm import GPU_LABELS, MIB, critical_codes, gpu_selector, load_dcgm
 from ...promql import number, selector
 from ...vocabulary import GpuNames as G
 from ...vocabulary import Scope, Vocabulary, by
-from ..declaration import Declared, Inhibition
+from ..declaration import PER_REPLICA, Declared, Inhibition
 from ..expressions import percent
 from ..gpu_inputs import FB_RESERVED_MIB, FB_TOTAL_MIB, exact_total, memory_ratio, style_name, styles
 from ..model import Alert, Group, Recording
@@ -54,10 +54,12 @@ def declarations(v: Vocabulary) -> list[Declared]:
             runbook=Section(
                 meaning=(
                     "A GPU a vLLM server runs on reported a new XID error: the NVIDIA driver's code for a "
-                    "GPU fault. Critical for the codes that mean the hardware faulted or the GPU fell off "
-                    f"the bus: {critical}; the engine on that GPU is dead or cannot make progress, which is "
-                    "why this alert silences the server's VllmEngineDead, VllmEngineStalled, VllmEngineHung "
-                    "and VllmGpuIdleWhileBusy. Warning for any other code; NVIDIA's device plugin counts "
+                    'GPU fault, a warning that names the server and GPU. `fault="hardware"` for the codes '
+                    f"that mean the hardware faulted or the GPU fell off the bus: {critical}; the engine on "
+                    "that GPU is dead or cannot make progress, which is why it silences the server's "
+                    "VllmEngineDead, VllmEngineStalled, VllmEngineHung and VllmGpuIdleWhileBusy (the model "
+                    "pages through VllmModelCapacityLow if the server was needed). "
+                    '`fault="application"` for any other code; NVIDIA\'s device plugin counts '
                     f"{application} as application errors (an illegal memory access, a kernel that stopped) "
                     "that leave the GPU healthy. dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` holds the *last* code until the "
                     "driver is reset, so the alert fires when the code changes and stays "
@@ -69,7 +71,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "The kernel log of the node: `dmesg -T | grep -i xid` (`NVRM: Xid (PCI:...): 79, ...`)",
                     "`nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` on the node; `nvidia-smi` fails "
                     "outright for a GPU that fell off the bus",
-                    "Whether the engine died: VllmEngineDead (silenced by the critical tier) and the log's "
+                    "Whether the engine died: VllmEngineDead (silenced by the hardware fault) and the log's "
                     "`CUDA error` lines",
                 ],
                 act=[
@@ -84,15 +86,16 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_xid,
+            symptoms=(PER_REPLICA,),
             # A GPU that faulted or fell off the bus (critical XID) is why the engine on it died,
-            # stalls or hangs, and why its slots sit on an idle GPU: page once, for the GPU. The
+            # stalls or hangs, and why its slots sit on an idle GPU: one warning, for the GPU. The
             # XID alert carries the server's instance (the join), so only that server is silenced;
             # its latency, queue and error symptoms follow VllmEngineDead's own inhibition.
             inhibits=(
                 Inhibition(
                     alerts=("VllmEngineDead", "VllmEngineStalled", "VllmEngineHung", "VllmGpuIdleWhileBusy"),
                     equal="target",
-                    severity="critical",
+                    matchers=('fault="hardware"',),
                 ),
             ),
         ),
@@ -126,6 +129,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_memory,
+            symptoms=(PER_REPLICA,),
         ),
         Declared(
             name="VllmGpuIdleWhileBusy",
@@ -155,10 +159,11 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Set a client and proxy read timeout so abandoned streams are cut, and put a request "
                     "timeout in front of vLLM; a cut connection aborts its request and frees the slot.",
                     "Restarting the server frees the slots at once; do it when the queue hurts.",
-                    "If the GPU is idle because it faulted, VllmGpuXidError (critical) says so and silences this.",
+                    'If the GPU is idle because it faulted, VllmGpuXidError (fault="hardware") says so and silences this.',
                 ],
             ),
             scenarios=_idle,
+            symptoms=(PER_REPLICA,),
         ),
     ]
 
@@ -267,7 +272,8 @@ def _xid_rules(v: Vocabulary) -> list[Alert]:
             # A new non-zero code within the window; the gauge keeps its last code for good,
             # so an old fault (or a GPU that came up with one) stays quiet.
             expr=f"{_is_critical_xid()}\nand\n{_changed(v)}",
-            severity="critical",
+            severity="warning",
+            labels={"fault": "hardware"},
             summary="A GPU under vLLM faulted (XID error): the engine on it is dead or stuck.",
             description=(
                 f"{_gpu_where(sc)} reported XID {{{{ $value }}}}, a code that means the hardware faulted "
@@ -280,6 +286,7 @@ def _xid_rules(v: Vocabulary) -> list[Alert]:
             name="VllmGpuXidError",
             expr=f"{G.xid} > 0\nunless\n{_is_critical_xid()}\nand\n{_changed(v)}",
             severity="warning",
+            labels={"fault": "application"},
             summary="A GPU under vLLM reported an XID error.",
             description=(
                 f"{_gpu_where(sc)} reported XID {{{{ $value }}}}, not a hardware fault; codes like "
@@ -356,8 +363,8 @@ def _joins_text() -> str:
 
 
 def _xid(rules: list[Alert], io: Inputs) -> list[Case]:
-    by_severity = {r.severity: r for r in rules}
-    crit, warn = by_severity["critical"], by_severity["warning"]
+    by_fault = {r.labels["fault"]: r for r in rules}
+    crit, warn = by_fault["hardware"], by_fault["application"]
     window = minutes(io.cfg.gpu.xid_window)
     fallen = 79
     application = load_dcgm().application[0].code  # 13
@@ -365,7 +372,9 @@ def _xid(rules: list[Alert], io: Inputs) -> list[Case]:
     span = at + window + 3
     cases = []
     for g in styles(io):
-        fire = Case(f"VllmGpuXidError pages when a GPU falls off the bus (XID {fallen}), {style_name(g)}")
+        fire = Case(
+            f"VllmGpuXidError warns of a hardware fault when a GPU falls off the bus (XID {fallen}), {style_name(g)}"
+        )
         g.vllm_up(fire, REPLICA, span)
         g.vllm_up(fire, NEIGHBOUR, span)
         g.xid(fire, REPLICA, 0, [(0, 0), (at, fallen)], span)
@@ -386,14 +395,14 @@ def _xid(rules: list[Alert], io: Inputs) -> list[Case]:
     g = styles(io)[0]
     later = at + 3
     warning = Case(
-        f"VllmGpuXidError warns on XID {application} (an application error) and pages when XID {fallen} follows"
+        f"VllmGpuXidError warns on XID {application} (an application error), then of a hardware fault when XID {fallen} follows"
     )
     g.vllm_up(warning, REPLICA, span)
     g.xid(warning, REPLICA, 0, [(0, 0), (at, application), (later, fallen)], span)
     warning.checks = [
         Check(at - 1, warn.name, []),
         Check(at, warn.name, [Expect(warn, g.result(REPLICA, 0), application)]),
-        # The critical code replaces the warning: `unless` keeps the warning tier out of it.
+        # The hardware code replaces the application one: `unless` keeps the other rule out of it.
         Check(later, warn.name, [Expect(crit, g.result(REPLICA, 0), fallen)]),
     ]
     old = Case(f"VllmGpuXidError stays silent on an old XID {fallen} the gauge still holds")

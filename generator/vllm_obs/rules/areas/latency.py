@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ...promql import number
 from ...vocabulary import Vocabulary
-from ..declaration import DEAD_SERVER, Declared
-from ..expressions import human_seconds, traffic
+from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
+from ..expressions import check_bucket_bound, floor_per_minute, human_seconds, traffic
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import (
@@ -30,20 +30,15 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmHighTimeToFirstToken",
-            knobs=(
-                "alerts.ttft_p95_warning_seconds",
-                "alerts.ttft_p95_critical_seconds",
-                "alerts.ttft_for",
-                "alerts.min_request_rate",
-            ),
+            knobs=("alerts.ttft_p95_warning_seconds", "alerts.ttft_for", "alerts.min_requests"),
             build=lambda v: _p95_rules(
                 v,
                 "time_to_first_token",
                 "VllmHighTimeToFirstToken",
                 "time to first token",
                 a.ttft_p95_warning_seconds,
-                a.ttft_p95_critical_seconds,
                 a.ttft_for,
+                "alerts.ttft_p95_warning_seconds",
             ),
             needs=("time_to_first_token",),
             panel="Time to first token",
@@ -70,24 +65,19 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_p95_cases("time_to_first_token"),
-            symptoms=(DEAD_SERVER,),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
         Declared(
             name="VllmHighTimePerOutputToken",
-            knobs=(
-                "alerts.itl_p95_warning_seconds",
-                "alerts.itl_p95_critical_seconds",
-                "alerts.itl_for",
-                "alerts.min_request_rate",
-            ),
+            knobs=("alerts.itl_p95_warning_seconds", "alerts.itl_for", "alerts.min_requests"),
             build=lambda v: _p95_rules(
                 v,
                 "inter_token_latency",
                 "VllmHighTimePerOutputToken",
                 "inter-token latency (time per output token)",
                 a.itl_p95_warning_seconds,
-                a.itl_p95_critical_seconds,
                 a.itl_for,
+                "alerts.itl_p95_warning_seconds",
             ),
             needs=("inter_token_latency",),
             panel="Inter-token latency",
@@ -110,21 +100,23 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_p95_cases("inter_token_latency"),
-            symptoms=(DEAD_SERVER,),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
     ]
 
 
 def _p95_rules(
-    v: Vocabulary, key: str, name: str, what: str, warn: float, crit: float, for_: str
+    v: Vocabulary, key: str, name: str, what: str, threshold: float, for_: str, setting: str
 ) -> list[Alert]:
+    """One replica's p95 above the threshold: a warning that names it (the SLO burn pages)."""
     sc, n = v.scope, v.names
+    check_bucket_bound(setting, v.res[key].buckets, threshold, v.res.source.origin)
     return [
         Alert(
             name=name,
             expr=f"{n.quantile(key, 'p95')} > {number(threshold)}\nand {sc.on_instance_model}\n{traffic(v)}",
             for_=for_,
-            severity=severity,
+            severity="warning",
             summary=f"vLLM p95 {what} is above {human_seconds(threshold)}.",
             description=(
                 f"p95 {what} of {sc.where} is {{{{ $value | humanizeDuration }}}} "
@@ -133,62 +125,55 @@ def _p95_rules(
             dashboard="instance",
             threshold=threshold,
         )
-        for severity, threshold in (("warning", warn), ("critical", crit))
     ]
 
 
 def _p95_cases(key: str) -> Builder:
     def build(rules: list[Alert], io: Inputs) -> list[Case]:
+        (rule,) = rules
         sig = io.res[key]
-        warn, crit = sorted(rules, key=lambda r: r.severity != "warning")
-        thresholds = {r.severity: r.threshold for r in rules}
-        span = minutes(warn.for_) + 10
+        threshold = rule.threshold
+        assert threshold is not None
+        span = minutes(rule.for_) + 10
+        per_min = max(60.0, floor_per_minute(io.v) * 2)
         cases = []
-        for severity in ("warning", "critical"):
-            hot = fire_bucket(sig.buckets, thresholds[severity])
-            if hot is None:
-                continue
-            value = p95_in_bucket(sig.buckets, hot)
-            firing = [r for r in rules if value > thresholds[r.severity]]
-            case = Case(
-                f"{warn.name} {severity}: p95 {value:g}s > {thresholds[severity]:g}s fires after {warn.for_}"
-            )
-            io.histogram(case, sig, hot, 60, span)
-            io.histogram(case, sig, 0, 60, span, instance=NEIGHBOUR)
-            io.traffic(case, 60, span)
-            io.traffic(case, 60, span, instance=NEIGHBOUR)
-            case.checks = boundary(warn.name, 1, warn.for_, [Expect(r, io.result(), value) for r in firing])
-            cases.append(case)
-        hot = silent_bucket(sig.buckets, thresholds["warning"])
+        hot = fire_bucket(sig.buckets, threshold)
         if hot is not None:
             value = p95_in_bucket(sig.buckets, hot)
-            case = Case(f"{warn.name} stays silent at p95 {value:g}s <= {thresholds['warning']:g}s")
-            io.histogram(case, sig, hot, 60, span)
-            io.traffic(case, 60, span)
-            case.checks = [Check(span - 1, warn.name, [])]
+            case = Case(
+                f"{rule.name}: p95 {value:g}s > {threshold:g}s fires after {rule.for_}, for that replica"
+            )
+            io.histogram(case, sig, hot, per_min, span)
+            io.histogram(case, sig, 0, per_min, span, instance=NEIGHBOUR)
+            io.traffic(case, per_min, span)
+            io.traffic(case, per_min, span, instance=NEIGHBOUR)
+            case.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, io.result(), value)])
             cases.append(case)
-        if io.cfg.prometheus.probes:
+        cool = silent_bucket(sig.buckets, threshold)
+        if cool is not None:
+            value = p95_in_bucket(sig.buckets, cool)
+            case = Case(f"{rule.name} stays silent at p95 {value:g}s <= {threshold:g}s")
+            io.histogram(case, sig, cool, per_min, span)
+            io.traffic(case, per_min, span)
+            case.checks = [Check(span - 1, rule.name, [])]
+            cases.append(case)
+        if hot is not None and io.cfg.prometheus.probes:
             # The canary probe's own requests are slow here, and numerous enough to pass the
             # traffic floor; they are not served traffic, so the replica stays unjudged.
-            probe_only = Case(f"{warn.name} stays silent when the only traffic is the canary probe")
-            hot = fire_bucket(sig.buckets, thresholds["warning"])
-            if hot is not None:
-                per_min = 4.0
-                io.histogram(probe_only, sig, hot, per_min, span)
-                io.traffic(probe_only, per_min, span)
-                io.probe(probe_only, span, per_min=per_min)
-                probe_only.checks = [Check(span - 1, warn.name, [])]
-                cases.append(probe_only)
-        # Too little traffic to judge: one slow request on an idle replica stays silent.
-        idle = Case(f"{warn.name} stays silent below the traffic floor")
-        hot = fire_bucket(sig.buckets, thresholds["critical"]) or fire_bucket(
-            sig.buckets, thresholds["warning"]
-        )
+            probe_only = Case(f"{rule.name} stays silent when the only traffic is the canary probe")
+            canary = floor_per_minute(io.v) * 1.25
+            io.histogram(probe_only, sig, hot, canary, span)
+            io.traffic(probe_only, canary, span)
+            io.probe(probe_only, span, per_min=canary)
+            probe_only.checks = [Check(span - 1, rule.name, [])]
+            cases.append(probe_only)
         if hot is not None:
-            rate = float(io.cfg.alerts.min_request_rate) * 60 / 2
+            # Too little traffic to judge: a few slow requests on an idle replica stay silent.
+            idle = Case(f"{rule.name} stays silent below alerts.min_requests")
+            rate = floor_per_minute(io.v) / 2
             io.histogram(idle, sig, hot, rate, span)
             io.traffic(idle, rate, span)
-            idle.checks = [Check(span - 1, warn.name, [])]
+            idle.checks = [Check(span - 1, rule.name, [])]
             cases.append(idle)
         return cases
 

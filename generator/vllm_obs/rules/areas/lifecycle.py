@@ -8,7 +8,7 @@ import re
 from ...exporter_series import LOG, select
 from ...promql import number, seconds
 from ...vocabulary import Vocabulary, by
-from ..declaration import Declared, Inhibition
+from ..declaration import PER_REPLICA, Declared, Inhibition
 from ..expressions import server_state, since_start
 from ..model import Alert
 from ..runbook_kit import Section
@@ -29,7 +29,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
             runbook=Section(
                 meaning=(
                     "The log shows the server started (a start marker) but not `Application startup complete.` "
-                    "within the expected start-up time (`alerts.expected_startup`); critical at twice it. vLLM "
+                    "within the expected start-up time (`alerts.expected_startup`). vLLM "
                     "binds its port only once the model is loaded, so until then Prometheus cannot scrape it: "
                     "VllmTargetDown stays quiet while a start is in progress and this alert watches its length "
                     "instead."
@@ -82,8 +82,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_restart_loop,
-            # A server that keeps failing to start pages once, for the loop: each failed
-            # start, its slow start and its unreachable target are the same incident.
+            symptoms=(PER_REPLICA,),
+            # A server that keeps failing to start warns once, for the loop: each failed start,
+            # its slow start and its unreachable target are the same incident.
             inhibits=(
                 Inhibition(
                     alerts=("VllmStartupFailed", "VllmStartupSlow", "VllmTargetDown", "VllmMetricsAbsent")
@@ -124,26 +125,22 @@ def _starting(v: Vocabulary) -> str:
 def _startup_slow_rules(v: Vocabulary) -> list[Alert]:
     a, sc = v.cfg.alerts, v.targets
     target = by(sc.target)
-    expected = int(seconds(a.expected_startup))
-    out = []
-    for severity, factor in (("warning", 1), ("critical", 2)):
-        limit = expected * factor
-        out.append(
-            Alert(
-                name="VllmStartupSlow",
-                expr=f"({since_start(v)}) > {limit}\nand on ({target})\n{_starting(v)}",
-                severity=severity,
-                summary="vLLM is taking longer than expected to start.",
-                description=(
-                    f"{sc.target_ref} has been starting for {{{{ $value | humanizeDuration }}}}, more than "
-                    f"{'' if factor == 1 else 'twice '}the expected {a.expected_startup} (log: loading "
-                    "weights, profiling, warm-up); it does not serve yet."
-                ),
-                dashboard="failures",
-                threshold=limit,
-            )
+    limit = int(seconds(a.expected_startup))
+    return [
+        Alert(
+            name="VllmStartupSlow",
+            expr=f"({since_start(v)}) > {limit}\nand on ({target})\n{_starting(v)}",
+            severity="warning",
+            summary="vLLM is taking longer than expected to start.",
+            description=(
+                f"{sc.target_ref} has been starting for {{{{ $value | humanizeDuration }}}}, more than "
+                f"the expected {a.expected_startup} (log: loading weights, profiling, warm-up); it does "
+                "not serve yet."
+            ),
+            dashboard="failures",
+            threshold=limit,
         )
-    return out
+    ]
 
 
 def _restart_loop_rule(v: Vocabulary) -> list[Alert]:
@@ -151,7 +148,8 @@ def _restart_loop_rule(v: Vocabulary) -> list[Alert]:
     target = by(sc.target)
     begun = select(LOG, "vllm_log_events", v.exporter, event="startup_begin")
     window = a.restart_loop_window
-    starts = f"max by ({target}) (max_over_time({begun}[{window}]) - min_over_time({begun}[{window}]))"
+    # increase(), not max - min over the window: the counter starts again at 0 when the exporter restarts.
+    starts = f"sum by ({target}) (increase({begun}[{window}]))"
     return [
         Alert(
             name="VllmRestartLoop",
@@ -160,7 +158,7 @@ def _restart_loop_rule(v: Vocabulary) -> list[Alert]:
                 f"unless on ({target})\n"
                 f"max by ({target}) (max_over_time({server_state(v, 'ready')}[{window}])) == 1"
             ),
-            severity="critical",
+            severity="warning",
             summary="vLLM keeps restarting and never becomes ready.",
             description=(
                 f"{sc.target_ref} started {{{{ $value }}}} times in the last {window} without once "
@@ -201,41 +199,25 @@ def _version_drift_rule(v: Vocabulary) -> list[Alert]:
 
 
 def _startup_slow(rules: list[Alert], io: Inputs) -> list[Case]:
-    warn, crit = sorted(rules, key=lambda r: r.severity != "warning")
+    (rule,) = rules
+    assert rule.threshold is not None
     labels = io.exporter_labels()
     labels.pop("job"), labels.pop("exporter_address")
     began = 60  # the start marker is read at t=60 s
-    # No `for`: the first minute whose time() - 60 exceeds a limit fires.
-    warn_at = int((began + warn.threshold) // 60) + 1
-    crit_at = int((began + crit.threshold) // 60) + 1
-    span = crit_at + 3
-    slow = Case("VllmStartupSlow warns past the expected start-up time and pages past twice it")
+    # No `for`: the first minute whose time() - 60 exceeds the limit fires.
+    at = int((began + rule.threshold) // 60) + 1
+    span = at + 3
+    slow = Case("VllmStartupSlow warns past the expected start-up time")
     io.server_state(slow, span, f"0 {began}", ["unknown", "starting", "starting", "loading"])
-    slow.add(
-        series_text(
-            "vllm_log_last_event_timestamp_seconds", {**io.exporter_labels(), "event": "startup_begin"}
-        ),
-        f"0 {began}+0x{span}",
-    )
+    io.event_times(slow, span, startup_begin=f"0 {began}")
     slow.checks = [
-        Check(warn_at - 1, warn.name, []),
-        Check(warn_at, warn.name, [Expect(warn, labels, warn_at * 60 - began)]),
-        Check(crit_at - 1, warn.name, [Expect(warn, labels, (crit_at - 1) * 60 - began)]),
-        Check(
-            crit_at,
-            warn.name,
-            [Expect(warn, labels, crit_at * 60 - began), Expect(crit, labels, crit_at * 60 - began)],
-        ),
+        Check(at - 1, rule.name, []),
+        Check(at, rule.name, [Expect(rule, labels, at * 60 - began)]),
     ]
     ready = Case("VllmStartupSlow stays silent once the server is ready")
     io.server_state(ready, span, f"0 {began} {began} 180", ["unknown", "starting", "loading", "ready"])
-    ready.add(
-        series_text(
-            "vllm_log_last_event_timestamp_seconds", {**io.exporter_labels(), "event": "startup_begin"}
-        ),
-        f"0 {began}+0x{span}",
-    )
-    ready.checks = [Check(span - 1, warn.name, [])]
+    io.event_times(ready, span, startup_begin=f"0 {began}")
+    ready.checks = [Check(span - 1, rule.name, [])]
     return [slow, ready]
 
 
@@ -263,7 +245,16 @@ def _restart_loop(rules: list[Alert], io: Inputs) -> list[Case]:
     )
     io.server_state(healed, span, "0", [*states[:2], "ready", *states[3:]])
     healed.checks = [Check(at, rule.name, [])]
-    return [loop, healed]
+    # The exporter restarts (its counter starts again at 0) just before the last start.
+    reset = Case(f"VllmRestartLoop counts the {starts} starts across a restart of the log exporter")
+    across = [*counts[: at - 1], 0, *(c - counts[at - 2] for c in counts[at:])]
+    reset.add(
+        series_text("vllm_log_events_total", {**io.exporter_labels(), "event": "startup_begin"}),
+        " ".join(str(c) for c in across),
+    )
+    io.server_state(reset, span, "0", states)
+    reset.checks = [Check(at - 1, rule.name, []), Check(at, rule.name, [Expect(rule, labels, starts)])]
+    return [loop, healed, reset]
 
 
 def _version_drift(rules: list[Alert], io: Inputs) -> list[Case]:

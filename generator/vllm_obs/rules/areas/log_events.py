@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...exporter_series import LOG, select
 from ...promql import selector
 from ...vocabulary import Vocabulary
-from ..declaration import DEAD_SERVER, Declared, Inhibition
+from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import (
@@ -66,6 +66,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
             scenarios=_log_event("engine_dead"),
             # A dead engine explains its own latency, queue, cache, stall and error alerts.
             inhibits=(Inhibition(symptoms=(DEAD_SERVER,)), _DOWN),
+            symptoms=(PER_REPLICA,),
         ),
         Declared(
             name="VllmOutOfMemory",
@@ -99,6 +100,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
             scenarios=_log_event("oom"),
             # An out-of-memory that killed the engine pages once, with its cause.
             inhibits=(Inhibition(alerts=("VllmEngineDead",)),),
+            symptoms=(PER_REPLICA,),
         ),
         Declared(
             name="VllmStartupFailed",
@@ -134,6 +136,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
             ),
             scenarios=_log_event("startup_failed"),
             inhibits=(_DOWN,),
+            symptoms=(PER_REPLICA,),
         ),
         Declared(
             name="VllmLogExporterDown",
@@ -161,11 +164,12 @@ def _event_rule(event: str, name: str, summary: str, description: str):
     def build(v: Vocabulary) -> list[Alert]:
         events = select(LOG, "vllm_log_events", v.exporter, event=event)
         return [
-            # No `for`: a dead engine is not ambiguous, it pages on the first evaluation.
+            # No `for`: a dead engine is not ambiguous. A warning that names the replica: where
+            # it takes the model below its floor, VllmModelCapacityLow pages at once.
             Alert(
                 name=name,
                 expr=f"increase({events}[{v.cfg.alerts.log_event_window}]) > 0",
-                severity="critical",
+                severity="warning",
                 summary=summary,
                 description=description.format(where=v.targets.target_ref),
                 dashboard="failures",

@@ -6,7 +6,8 @@ from __future__ import annotations
 from ...exporter_series import PROBE, select
 from ...promql import selector
 from ...vocabulary import Vocabulary, by
-from ..declaration import DEAD_SERVER, Declared, Inhibition
+from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
+from ..expressions import processed_tokens
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import (
@@ -80,6 +81,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
             scenarios=_hung,
             # A hung engine explains its own latency, queue, cache, stall and error alerts.
             inhibits=(Inhibition(symptoms=(DEAD_SERVER,)),),
+            symptoms=(PER_REPLICA,),
         ),
         Declared(
             name="VllmProbeDown",
@@ -129,20 +131,18 @@ def _engine_hung(v: Vocabulary) -> list[Alert]:
         f"{_failing(v)}\nand on ({keyed})\n{_failures(v, HUNG_REASONS)}\n"
         f"and on ({target})\nmax by ({target}) ({select(PROBE, 'vllm_probe_health_up', v.probe)}) == 1"
     )
-    if v.res.has("generation_tokens"):
+    processed = processed_tokens(v, a.hung_progress_window, target)
+    if processed:
         # The probe's one-token request waits in vLLM's queue like any other: on a saturated
         # server it times out too. A hung engine generates nothing; a saturated one keeps going,
         # and the queue and latency alerts name its real cause.
-        tokens = selector(v.res["generation_tokens"].name, v.vllm)
-        hung += (
-            f"\nunless on ({target})\nsum by ({target}) (increase({tokens}[{a.hung_progress_window}])) > 0"
-        )
+        hung += f"\nunless on ({target})\n{processed} > 0"
     return [
         Alert(
             name="VllmEngineHung",
             expr=hung,
             for_=a.hung_for,
-            severity="critical",
+            severity="warning",
             summary="vLLM answers /health but cannot serve a one-token request: the engine is hung.",
             description=(
                 f"The canary probe of {_where(v)} has failed for {a.hung_for} (timeouts or server errors) while "
@@ -228,6 +228,19 @@ def _hung(rules: list[Alert], io: Inputs) -> list[Case]:
         io.counter(saturated, tokens, 600, span)
         saturated.checks = [Check(span - 1, rule.name, [])]
         cases.append(saturated)
+    if io.res.has("prompt_tokens") and io.res.has("generation_tokens"):
+        prompt, tokens = io.res["prompt_tokens"], io.res["generation_tokens"]
+        hung.add(series_text(prompt.name, io.labels(signal=prompt)), f"900+0x{span}")
+        pooling = Case(
+            "VllmEngineHung stays silent on a saturated embedding server: no token is generated, "
+            "but prompts keep being processed"
+        )
+        io.probe(pooling, span, failing="timeout")
+        io.probe_health(pooling, span, 1)
+        pooling.add(series_text(tokens.name, io.labels(signal=tokens)), f"0+0x{span}")
+        io.counter(pooling, prompt, 6000, span)
+        pooling.checks = [Check(span - 1, rule.name, [])]
+        cases.append(pooling)
     return cases
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...promql import number, seconds, selector
 from ...vocabulary import Vocabulary, by
-from ..declaration import DEAD_SERVER, Declared
+from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
 from ..expressions import percent, traffic
 from ..model import Alert
 from ..runbook_kit import Section
@@ -41,7 +41,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_queue,
-            symptoms=(DEAD_SERVER,),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
         Declared(
             name="VllmSchedulerThrottled",
@@ -66,7 +66,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_throttled,
-            symptoms=(DEAD_SERVER,),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
         Declared(
             name="VllmKVCachePressure",
@@ -93,7 +93,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_kv_pressure,
-            symptoms=(DEAD_SERVER,),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
         Declared(
             name="VllmKVCacheFillingUp",
@@ -115,11 +115,11 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 act=["The remedies of VllmKVCachePressure; adding a replica now is the quickest."],
             ),
             scenarios=_kv_filling,
-            symptoms=(DEAD_SERVER,),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
         Declared(
             name="VllmPreemptions",
-            knobs=("alerts.preemptions_per_request", "alerts.preemptions_for", "alerts.min_request_rate"),
+            knobs=("alerts.preemptions_per_request", "alerts.preemptions_for", "alerts.min_requests"),
             build=_preemption_ratio,
             needs=("preemptions",),
             panel="Preemptions per finished request",
@@ -140,7 +140,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_preemptions,
-            symptoms=(DEAD_SERVER,),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
     ]
 

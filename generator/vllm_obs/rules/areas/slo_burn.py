@@ -3,41 +3,98 @@
 
 from __future__ import annotations
 
-from ...promql import bucket_text, number
-from ...vocabulary import BURN_TIERS, Slo, Vocabulary, by, slo_miss
-from ..declaration import Declared
-from ..expressions import percent
-from ..model import Alert
+from ...exporter_series import PROBE, select
+from ...promql import bucket_text, le_matcher, number, seconds, selector
+from ...vocabulary import BURN_TIERS, SLO_WINDOWS, Slo, Vocabulary, by, requests_in
+from ..declaration import Declared, Inhibition
+from ..expressions import check_bucket_bound, minus, percent, sum_of
+from ..model import Alert, Group, Recording
 from ..runbook_kit import Section
-from ..scenario_kit import Builder, Case, Check, Expect, Inputs, minutes, series_text
+from ..scenario_kit import Builder, Case, Check, Expect, Inputs, QueryCheck, minutes, series_text
 
 GROUP = "vllm-obs.slo-burn"
+RECORDING_GROUP = "vllm-obs.slo"
 
-# The alert of each SLO, by its signal.
+# The canary's failures that a user's request would have met too (not a probe misconfigured:
+# 4xx, an unusable body, DNS or TLS).
+PROBE_FAILURES_USERS_MEET = "timeout|http_5xx|refused"
+
+# The alert of each SLO, by the SLO's name.
 ALERTS = {
-    "time_to_first_token": "VllmTimeToFirstTokenBudgetBurn",
-    "inter_token_latency": "VllmTimePerOutputTokenBudgetBurn",
+    "availability": "VllmAvailabilityBudgetBurn",
+    "ttft": "VllmTimeToFirstTokenBudgetBurn",
+    "itl": "VllmTimePerOutputTokenBudgetBurn",
 }
+# The per-replica warnings an SLO page explains for the whole model.
+PER_REPLICA_SYMPTOMS = ("VllmHighTimeToFirstToken", "VllmHighTimePerOutputToken", "VllmRequestErrors")
+# One page per incident: an SLO page silences the same model's per-replica latency and error
+# warnings; an availability page also its latency pages (failed requests miss those SLOs too).
+_EXPLAINS = Inhibition(alerts=PER_REPLICA_SYMPTOMS, equal="model", matchers=('severity="critical"',))
 
 
 def declarations(v: Vocabulary) -> list[Declared]:
-    by_key = {slo.key: slo for slo in v.slos}
-    ttft = by_key.get("time_to_first_token")
-    itl = by_key.get("inter_token_latency")
+    knobs = ("slo.min_requests",)
     return [
         Declared(
+            name="VllmAvailabilityBudgetBurn",
+            knobs=("slo.availability_objective", "slo.inference_handlers", *knobs),
+            on=v.slo("availability") is not None,
+            build=lambda v: _burn_rules(v, v.slo("availability")),
+            panel="Availability error-budget burn",
+            runbook=_with_values(
+                Section(
+                    meaning=(
+                        "The model fails requests fast enough to exhaust its availability error budget "
+                        "early. Bad requests: those vLLM finished with an error, 5xx answers of the "
+                        "inference handlers (`slo.inference_handlers`), requests admission control "
+                        "refused, and the canary's timeouts, 5xx and refused connections, counted as the "
+                        "request a user would have sent; good: requests that finished `stop` or `length` "
+                        "(a pooling request finishes `stop`). A client that gave up (`abort`) counts as "
+                        "neither. What no counter sees: a request aborted before its first token is "
+                        "neither good nor bad, and a server that refuses connections records nothing, "
+                        "which is why the canary's failures count. `long`/`short` name the two windows "
+                        "that both burn; 1h/5m and 6h/30m page, 1d/2h and 3d/6h warn. A window judges "
+                        "only once it saw `slo.min_requests` requests."
+                    ),
+                    confirm=[
+                        "Miss ratio per window: `{availability_burn}`",
+                        "Which replica fails: `{failures}` (vLLM's errors or HTTP 5xx, the larger)",
+                        "Is capacity gone? VllmModelCapacityLow, and the canary's failures by reason",
+                    ],
+                    act=[
+                        "If replicas are down, dead or hung, follow VllmModelCapacityLow.",
+                        "Otherwise read the traceback of the first failed request in a failing replica's "
+                        "log (VllmRequestErrors); roll back a recent rollout or configuration change.",
+                    ],
+                ),
+                availability_burn=_slo_miss(v, "availability", "1h"),
+            ),
+            scenarios=_burn_cases("availability"),
+            inhibits=(
+                _EXPLAINS,
+                Inhibition(
+                    alerts=("VllmTimeToFirstTokenBudgetBurn", "VllmTimePerOutputTokenBudgetBurn"),
+                    equal="model",
+                    matchers=('severity="critical"',),
+                ),
+            ),
+        ),
+        Declared(
             name="VllmTimeToFirstTokenBudgetBurn",
-            knobs=("slo.ttft_threshold_seconds", "slo.ttft_objective"),
-            build=lambda v: _burn_rules(v, ttft),
+            knobs=("slo.ttft_threshold_seconds", "slo.ttft_objective", *knobs),
+            build=lambda v: _burn_rules(v, v.slo("ttft")),
             needs=("time_to_first_token",),
             panel="TTFT error-budget burn",
             runbook=_with_values(
                 Section(
                     meaning=(
-                        "The model misses its time-to-first-token SLO (the configured share of requests within "
-                        "the threshold) fast enough to exhaust the error budget early. Multi-window, "
-                        "multi-burn-rate: `long`/`short` name the two windows that both burn; 1h/5m and 6h/30m "
-                        "page, 1d/2h and 3d/6h open a ticket-level warning."
+                        "The model misses its time-to-first-token SLO (the configured share of requests "
+                        "whose first token came within the threshold) fast enough to exhaust the error "
+                        "budget early. A request that failed counts as a miss (it never got its first "
+                        "token), so an outage keeps this burning instead of going quiet; the canary's "
+                        "own requests count not at all. Multi-window, multi-burn-rate: `long`/`short` "
+                        "name the two windows that both burn; 1h/5m and 6h/30m page, 1d/2h and 3d/6h "
+                        "warn. An availability page of the same model silences it."
                     ),
                     confirm=[
                         "Miss ratio per window: `{ttft_burn}`",
@@ -45,31 +102,40 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     ],
                     act=["Find the slow replicas and follow VllmHighTimeToFirstToken."],
                 ),
-                ttft_burn=slo_miss("time_to_first_token", "1h"),
+                ttft_burn=_slo_miss(v, "ttft", "1h"),
             ),
-            scenarios=_burn_cases(ttft),
+            scenarios=_burn_cases("ttft"),
+            inhibits=(_EXPLAINS,),
         ),
         Declared(
             name="VllmTimePerOutputTokenBudgetBurn",
-            knobs=("slo.itl_threshold_seconds", "slo.itl_objective"),
-            build=lambda v: _burn_rules(v, itl),
+            knobs=("slo.itl_threshold_seconds", "slo.itl_objective", *knobs),
+            build=lambda v: _burn_rules(v, v.slo("itl")),
             needs=("inter_token_latency",),
             panel="TPOT error-budget burn",
             runbook=_with_values(
                 Section(
                     meaning=(
-                        "The model misses its time-per-output-token SLO (the configured share of output tokens "
-                        "arriving within the threshold of the previous one) fast enough to exhaust the error "
-                        "budget early. `long`/`short` name the burning windows."
+                        "The model misses its inter-token latency SLO: the configured share of output "
+                        "tokens must arrive within the threshold of the previous one (vLLM's "
+                        "`inter_token_latency_seconds` histogram observes every gap between two tokens, "
+                        "so this SLI weighs tokens, not requests). A failed request counts as one missed "
+                        "gap, so an outage keeps it burning. `long`/`short` name the burning windows."
                     ),
                     confirm=["Miss ratio per window: `{itl_burn}`", "Per replica: `{itl_p95}`"],
                     act=["Find the slow replicas and follow VllmHighTimePerOutputToken."],
                 ),
-                itl_burn=slo_miss("inter_token_latency", "1h"),
+                itl_burn=_slo_miss(v, "itl", "1h"),
             ),
-            scenarios=_burn_cases(itl),
+            scenarios=_burn_cases("itl"),
+            inhibits=(_EXPLAINS,),
         ),
     ]
+
+
+def _slo_miss(v: Vocabulary, name: str, window: str) -> str:
+    slo = v.slo(name)
+    return slo.miss(window) if slo is not None else f"(no {name} SLO in this bundle)"
 
 
 def _with_values(section: Section, **values: str) -> Section:
@@ -77,17 +143,20 @@ def _with_values(section: Section, **values: str) -> Section:
 
 
 def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
-    assert slo is not None  # the assembler builds an alert only when its signal is there
+    assert slo is not None  # the assembler builds an alert only when its SLO is there
     sc = v.targets
+    fleet = by(sc.fleet_model)
     out = []
     for tier in BURN_TIERS:
         limit = f"({number(tier.factor)} * {number(slo.budget)})"
         out.append(
             Alert(
-                name=ALERTS[slo.key],
+                name=ALERTS[slo.name],
                 expr=(
-                    f"{slo_miss(slo.key, tier.long)} > {limit}\n"
-                    f"and on ({by(sc.fleet_model)})\n{slo_miss(slo.key, tier.short)} > {limit}"
+                    f"{slo.miss(tier.long)} > {limit}\n"
+                    f"and on ({fleet})\n{slo.miss(tier.short)} > {limit}\n"
+                    # Too few requests to judge: one slow request on a quiet model pages nobody.
+                    f"and on ({fleet})\n{requests_in(tier.long)} >= {number(v.cfg.slo.min_requests)}"
                 ),
                 for_=tier.for_,
                 severity=tier.severity,
@@ -95,7 +164,7 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
                 summary=f"vLLM is burning its {slo.what} error budget too fast.",
                 description=(
                     f"Model {{{{ $labels.model_name }}}} (job {{{{ $labels.job }}}}{sc.in_cluster}) misses its {slo.what} "
-                    f"SLO on {{{{ $value | humanizePercentage }}}} of requests over {tier.long}, "
+                    f"SLO on {{{{ $value | humanizePercentage }}}} of its {slo.events} over {tier.long}, "
                     f"{number(tier.factor)}x the rate its {percent(slo.objective)} objective allows."
                 ),
                 dashboard="overview",
@@ -104,48 +173,224 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
     return out
 
 
-def _burn_cases(slo: Slo | None) -> Builder:
+# -- promtool scenarios --------------------------------------------------------------------
+
+PER_MIN = 10000  # events a minute: enough that a share of them is exact to 1e-4
+
+
+def _burn_cases(name: str) -> Builder:
     def build(rules: list[Alert], io: Inputs) -> list[Case]:
+        slo = io.v.slo(name)
         assert slo is not None
-        sig = io.res[slo.key]
-        threshold, budget = slo.threshold, 1 - slo.objective
+        budget = 1 - slo.objective
         tiers = {(r.labels["long"], r.labels["short"]): r for r in rules}
         factors = {(t.long, t.short): t.factor for t in BURN_TIERS}
-        fastest = max(factors.values())
-        slowest = min(factors.values())
         cases = []
-        for title, miss in (
-            ("just above the fastest burn rate", min(1.0, fastest * budget * 1.1)),
-            ("just below the fastest burn rate", fastest * budget * 0.9),
-            ("just below the slowest burn rate", slowest * budget * 0.9),
-        ):
-            per_min = 10000
-            bad = round(per_min * miss)
-            case = Case(f"{rules[0].name}: misses {bad / per_min:.4%} of the SLO, {title}")
-            labels = io.labels(signal=sig)
-            case.add(
-                series_text(sig.bucket, {**labels, "le": bucket_text(threshold)}),
-                f"0+{per_min - bad}x{{span}}",
-            )
-            case.add(series_text(sig.count, labels), f"0+{per_min}x{{span}}")
-            value = 1 - (per_min - bad) / per_min
-            result = io.fleet_result()
-            checks = []
-            firing_tiers = [t for t, f in factors.items() if value > f * budget]
-            for tier in firing_tiers:
-                at = 1 + minutes(tiers[tier].for_)
-                checks += [at - 1, at]
-            checks = sorted(set(checks)) or [1 + max(minutes(r.for_) for r in rules)]
-            for minute in checks:
-                expected = [
-                    Expect(tiers[t], result, value)
-                    for t in firing_tiers
-                    if minute >= 1 + minutes(tiers[t].for_)
-                ]
-                case.checks.append(Check(minute, rules[0].name, expected))
-            span = max(c.minute for c in case.checks) + 1
-            case.series = {k: v.replace("{span}", str(span)) for k, v in case.series.items()}
-            cases.append(case)
+        paging = {t: f for t, f in factors.items() if tiers[t].severity == "critical"}
+        # Each burn factor from both sides, a fifth away: a factor 1.5x or 0.67x of the one
+        # written fails one of the two (the tiers of other factors fire as their rates say).
+        for factor in sorted(set(factors.values()), reverse=True):
+            for side, scale in (("above", 1.2), ("below", 0.8)):
+                miss = factor * budget * scale
+                if miss >= 1:
+                    continue  # no share of misses reaches this burn rate
+                bad = round(PER_MIN * miss)
+                case = Case(
+                    f"{rules[0].name}: misses {bad / PER_MIN:.4%} of its {slo.events}, "
+                    f"just {side} burn rate {number(factor)}"
+                )
+                _events(case, io, slo, PER_MIN, bad)
+                _tier_checks(case, rules, tiers, factors, budget, bad / PER_MIN, io.fleet_result())
+                cases.append(case)
+        if slo.name != "availability":
+            # Every request fails: no histogram observation at all, yet the latency SLO keeps
+            # burning (a failed request never got its token) instead of resolving into silence.
+            # The paging tiers show it; the slow ones follow from the same windows.
+            outage = Case(f"{rules[0].name} keeps paging when every request fails and no token comes out")
+            io.outcomes(outage, SPAN, 0, PER_MIN)
+            _tier_checks(outage, rules, tiers, paging, budget, 1.0, io.fleet_result())
+            cases.append(outage)
+        if io.cfg.prometheus.probes:
+            cases.append(_canary_only(io, slo, rules[0]))
+        # The floor of each tier from both sides, a fifth away, every request a miss: a tier
+        # judges a model only with slo.min_requests requests in its long window.
+        floor = io.cfg.slo.min_requests
+        for long in dict.fromkeys(t.long for t in BURN_TIERS):
+            span = seconds(long) / 60
+            for side, scale in (("above", 1.2), ("below", 0.8)):
+                per_min = round(floor * scale / span, 6)
+                case = Case(
+                    f"{rules[0].name}: every request misses, {side} slo.min_requests over {long} "
+                    f"({number(round(per_min * span, 3))} requests)"
+                )
+                _events(case, io, slo, per_min, per_min)
+                # The recorded count averages 5m rates, which ramp up over the first five
+                # minutes: at a fifth above the floor it is sure by minute 20. Judged once every
+                # tier's `for` has passed after that.
+                judged = [t for t in tiers if per_min * seconds(t[0]) / 60 >= floor]
+                at = 20 + max(minutes(r.for_) for r in rules)
+                case.checks = [Check(at, rules[0].name, [Expect(tiers[t], io.fleet_result(), 1.0) for t in judged])]
+                _stretch(case)
+                cases.append(case)
         return cases
 
     return build
+
+
+def _canary_only(io: Inputs, slo: Slo, rule: Alert) -> Case:
+    """The canary's own requests (vLLM counts them; here slow ones) move no SLI: no event."""
+    case = Case(f"{rule.name}: the canary's own requests, the only traffic, move no SLI")
+    per_min = 4
+    io.serving(case, SPAN)
+    io.traffic(case, per_min, SPAN, **({"length": per_min} if "request_success" in io.res.signals else {}))
+    slow = 2 * (slo.threshold or 1)
+    io.probe(case, SPAN, per_min=per_min, latency=slow)
+    if slo.name == "ttft":
+        # vLLM observes their (slow) first tokens; a one-token answer has no inter-token gap.
+        sig = io.res["time_to_first_token"]
+        labels = io.labels(signal=sig)
+        case.add(series_text(sig.bucket, {**labels, "le": bucket_text(slo.threshold)}), f"0+0x{SPAN}")
+        case.add(series_text(sig.count, labels), f"0+{per_min}x{SPAN}")
+    at = 6
+    case.queries = [QueryCheck(at, slo.total_rate, [({**io.fleet_result(), "__name__": slo.total_rate}, 0)])]
+    case.checks = [Check(at, rule.name, [])]
+    _stretch(case)
+    return case
+
+
+def _events(case: Case, io: Inputs, slo: Slo, per_min: float, bad: float) -> None:
+    """`per_min` events a minute of the SLO, `bad` of them bad, as the source counts them."""
+    if slo.name == "availability":
+        io.outcomes(case, SPAN, per_min - bad, bad)
+        return
+    assert slo.signal is not None and slo.threshold is not None
+    sig = io.res[slo.signal]
+    labels = io.labels(signal=sig)
+    io.outcomes(case, SPAN, per_min, 0)  # the requests: the floor counts them
+    case.add(
+        series_text(sig.bucket, {**labels, "le": bucket_text(slo.threshold)}),
+        f"0+{number(per_min - bad)}x{SPAN}",
+    )
+    case.add(series_text(sig.count, labels), f"0+{number(per_min)}x{SPAN}")
+
+
+# Input series are written this long and cut to the case's length (see _stretch).
+SPAN = 10_000
+
+
+def _stretch(case: Case) -> None:
+    span = case.minutes
+    case.series = {k: v.replace(f"x{SPAN}", f"x{span}") for k, v in case.series.items()}
+
+
+def _tier_checks(case, rules, tiers, factors, budget, value, result) -> None:
+    checks: list[int] = []
+    firing_tiers = [t for t, f in factors.items() if value > f * budget]
+    for tier in firing_tiers:
+        at = 1 + minutes(tiers[tier].for_)
+        checks += [at - 1, at]
+    checks = sorted(set(checks)) or [1 + max(minutes(r.for_) for r in rules)]
+    for minute in checks:
+        expected = [
+            Expect(tiers[t], result, value) for t in firing_tiers if minute >= 1 + minutes(tiers[t].for_)
+        ]
+        case.checks.append(Check(minute, rules[0].name, expected))
+    _stretch(case)
+
+
+# -- recording rules: each model's events, then its miss ratio over every window -------------
+
+
+def recording_groups(v: Vocabulary) -> list[Group]:
+    """Per model and SLO, one group each (the monitoring-mixin's 20 rules a group): its bad and
+    all events per second over the shortest window, recorded once; the miss ratio over each
+    longer window from those (never a raw rate over days); and, for availability, how many
+    requests each burn window saw, the burn alerts' floor. Availability's group comes first:
+    the latency SLOs count its failures as misses."""
+    availability = v.slo("availability")
+    if availability is None:
+        return []
+    fleet = by(v.targets.fleet_model)
+    first = [
+        Recording(availability.bad_rate, _availability_bad(v)),
+        Recording(
+            availability.total_rate,
+            sum_of([f"sum by ({fleet}) ({v.names.requests_good})", availability.bad_rate], fleet),
+        ),
+        *_windows(availability),
+    ]
+    for window in dict.fromkeys(t.long for t in BURN_TIERS):
+        seen = f"avg_over_time({availability.total_rate}[{window}]) * {int(seconds(window))}"
+        if window == SLO_WINDOWS[0]:
+            seen = f"{availability.total_rate} * {int(seconds(window))}"
+        first.append(Recording(requests_in(window), seen))
+    groups = [Group(f"{RECORDING_GROUP}-{availability.name}", tuple(first))]
+    for slo in v.slos:
+        if slo.signal is not None:
+            rules = (*_latency_events(v, slo, availability), *_windows(slo))
+            groups.append(Group(f"{RECORDING_GROUP}-{slo.name}", rules))
+    return groups
+
+
+def _windows(slo: Slo) -> list[Recording]:
+    return [Recording(slo.miss(window), _miss(slo, window)) for window in SLO_WINDOWS]
+
+
+def _per_model_of_probe(v: Vocabulary, series: str) -> str:
+    """A probe series' rate per model, under the vLLM job (the probe's series carry its own)."""
+    keep = by((*((v.targets.cluster,) if v.targets.cluster else ()), "model_name"))
+    w = SLO_WINDOWS[0]
+    summed = f"sum by ({keep}) (rate({series}[{w}]))"
+    return f'label_replace({summed}, "job", "{v.cfg.prometheus.vllm_job}", "", "")'
+
+
+def _availability_bad(v: Vocabulary) -> str:
+    """Requests that failed (vLLM's count, refused at admission, or 5xx on the inference
+    handlers: the per-replica recording keeps the larger) and the canary's failures, counted as
+    the traffic a user would have sent: a server that refuses connections records nothing."""
+    fleet = by(v.targets.fleet_model)
+    parts = []
+    if v.counts_failures:
+        parts.append(f"sum by ({fleet}) ({v.names.requests_failing})")
+    if v.cfg.prometheus.probes:
+        failed = select(PROBE, "vllm_probe_failures", v.probe, reason=f"~{PROBE_FAILURES_USERS_MEET}")
+        parts.append(_per_model_of_probe(v, failed))
+    if not parts:
+        # Nothing can tell a failure: every request this source counts is good.
+        return f"sum by ({fleet}) ({v.names.requests_good}) * 0"
+    return sum_of(parts, fleet) if len(parts) > 1 else parts[0]
+
+
+def _latency_events(v: Vocabulary, slo: Slo, availability: Slo) -> list[Recording]:
+    """A latency SLO's events: observations at or under the threshold are good; a request that
+    failed counts as one more miss (it never got its token), the canary's answers not at all."""
+    assert slo.signal is not None and slo.threshold is not None and slo.setting is not None
+    sig = v.res[slo.signal]
+    check_bucket_bound(slo.setting, sig.buckets, slo.threshold, v.res.source.origin)
+    fleet = by(v.targets.fleet_model)
+    w = SLO_WINDOWS[0]
+    good = f"sum by ({fleet}) (rate({selector(sig.bucket, v.vllm, le_matcher(slo.threshold))}[{w}]))"
+    observed = f"sum by ({fleet}) (rate({selector(sig.count, v.vllm)}[{w}]))"
+    if slo.name == "ttft" and v.cfg.prometheus.probes:
+        # The canary's one-token answers are time-to-first-token observations too.
+        probe = PROBE["vllm_probe_duration_seconds"]
+        if slo.threshold in probe.buckets:
+            within = select(PROBE, "vllm_probe_duration_seconds_bucket", v.probe, le_matcher(slo.threshold))
+        else:
+            within = select(PROBE, "vllm_probe_duration_seconds_count", v.probe)
+        answered = select(PROBE, "vllm_probe_duration_seconds_count", v.probe)
+        good = minus(good, _per_model_of_probe(v, within), fleet)
+        observed = minus(observed, _per_model_of_probe(v, answered), fleet)
+    total = sum_of([observed, availability.bad_rate], fleet)
+    return [
+        Recording(slo.total_rate, total),
+        Recording(
+            slo.bad_rate, f"clamp_min({slo.total_rate} - on ({fleet}) ({good}), 0)\nor\n{slo.total_rate}"
+        ),
+    ]
+
+
+def _miss(slo: Slo, window: str) -> str:
+    if window == SLO_WINDOWS[0]:
+        return f"{slo.bad_rate}\n/\n({slo.total_rate} > 0)"
+    return f"sum_over_time({slo.bad_rate}[{window}])\n/\n(sum_over_time({slo.total_rate}[{window}]) > 0)"
