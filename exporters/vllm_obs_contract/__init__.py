@@ -17,6 +17,7 @@ import yaml
 LOG_EXPORTER = "vllm-log-exporter"
 PROBE = "vllm-probe"
 
+
 class ContractError(ValueError):
     """The code and the exporters' contract disagree; the message says where."""
 
@@ -109,7 +110,12 @@ def load() -> dict[str, Exporter]:
                 for label, values in (f.get("labels") or {}).items()
             }
             families[f["name"]] = Family(
-                f["name"], f["type"], f["help"], labels, f.get("when", ""), tuple(map(float, f.get("buckets", ())))
+                f["name"],
+                f["type"],
+                f["help"],
+                labels,
+                f.get("when", ""),
+                tuple(map(float, f.get("buckets", ()))),
             )
         out[exporter] = Exporter(exporter, families)
     return out

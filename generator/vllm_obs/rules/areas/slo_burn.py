@@ -229,7 +229,9 @@ def _burn_cases(name: str) -> Builder:
                 # tier's `for` has passed after that.
                 judged = [t for t in tiers if per_min * seconds(t[0]) / 60 >= floor]
                 at = 20 + max(minutes(r.for_) for r in rules)
-                case.checks = [Check(at, rules[0].name, [Expect(tiers[t], io.fleet_result(), 1.0) for t in judged])]
+                case.checks = [
+                    Check(at, rules[0].name, [Expect(tiers[t], io.fleet_result(), 1.0) for t in judged])
+                ]
                 _stretch(case)
                 cases.append(case)
         return cases
