@@ -187,9 +187,11 @@ def _burn_cases(name: str) -> Builder:
         factors = {(t.long, t.short): t.factor for t in BURN_TIERS}
         cases = []
         paging = {t: f for t, f in factors.items() if tiers[t].severity == "critical"}
-        # Each burn factor from both sides, a fifth away: a factor 1.5x or 0.67x of the one
-        # written fails one of the two (the tiers of other factors fire as their rates say).
-        for factor in sorted(set(factors.values()), reverse=True):
+        # Each tier's burn factor from both sides, a fifth away: a factor 1.5x or 0.67x of the
+        # one written fails one of the two. Judged when that tier's `for` has passed: slower
+        # tiers are still pending then, faster ones need a rate this one does not reach.
+        for tier, factor in factors.items():
+            at = 1 + minutes(tiers[tier].for_)
             for side, scale in (("above", 1.2), ("below", 0.8)):
                 miss = factor * budget * scale
                 if miss >= 1:
@@ -200,7 +202,17 @@ def _burn_cases(name: str) -> Builder:
                     f"just {side} burn rate {number(factor)}"
                 )
                 _events(case, io, slo, PER_MIN, bad)
-                _tier_checks(case, rules, tiers, factors, budget, bad / PER_MIN, io.fleet_result())
+                value = bad / PER_MIN
+                fired = {t: 1 + minutes(tiers[t].for_) for t, f in factors.items() if value > f * budget}
+                case.checks = [
+                    Check(
+                        m,
+                        rules[0].name,
+                        [Expect(tiers[t], io.fleet_result(), value) for t in fired if fired[t] <= m],
+                    )
+                    for m in (at - 1, at)
+                ]
+                _stretch(case)
                 cases.append(case)
         if slo.name != "availability":
             # Every request fails: no histogram observation at all, yet the latency SLO keeps
@@ -212,31 +224,57 @@ def _burn_cases(name: str) -> Builder:
             cases.append(outage)
         if io.cfg.prometheus.probes:
             cases.append(_canary_only(io, slo, rules[0]))
-        # The floor of each tier from both sides, a fifth away, every request a miss: a tier
-        # judges a model only with slo.min_requests requests in its long window.
-        floor = io.cfg.slo.min_requests
-        for long in dict.fromkeys(t.long for t in BURN_TIERS):
-            span = seconds(long) / 60
-            for side, scale in (("above", 1.2), ("below", 0.8)):
-                per_min = round(floor * scale / span, 6)
-                case = Case(
-                    f"{rules[0].name}: every request misses, {side} slo.min_requests over {long} "
-                    f"({number(round(per_min * span, 3))} requests)"
-                )
-                _events(case, io, slo, per_min, per_min)
-                # The recorded count averages 5m rates, which ramp up over the first five
-                # minutes: at a fifth above the floor it is sure by minute 20. Judged once every
-                # tier's `for` has passed after that.
-                judged = [t for t in tiers if per_min * seconds(t[0]) / 60 >= floor]
-                at = 20 + max(minutes(r.for_) for r in rules)
-                case.checks = [
-                    Check(at, rules[0].name, [Expect(tiers[t], io.fleet_result(), 1.0) for t in judged])
-                ]
-                _stretch(case)
-                cases.append(case)
+        cases += _floor_cases(io, slo, rules, tiers)
         return cases
 
     return build
+
+
+def _floor_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]) -> list[Case]:
+    """Each tier's request floor from both sides, a fifth away, every request a miss: a tier
+    judges a model only with slo.min_requests requests in its long window. A case is judged 20
+    minutes after its tier's `for`: the recorded count averages 5m rates, which ramp up over the
+    first five minutes (see _count_reached), so a fifth above the floor is reached by minute 12."""
+    floor = io.cfg.slo.min_requests
+    cases = []
+    for tier, rule in tiers.items():
+        span = seconds(tier[0]) / 60
+        at = 20 + minutes(rule.for_)
+        for side, scale in (("above", 1.2), ("below", 0.8)):
+            per_min = round(floor * scale / span, 6)
+            case = Case(
+                f"{rules[0].name}: every request misses, {side} slo.min_requests over {tier[0]} "
+                f"({number(round(per_min * span))} requests)"
+            )
+            _events(case, io, slo, per_min, per_min)
+            expected = []
+            for other, judged in tiers.items():
+                reached = _count_reached(per_min * seconds(other[0]) / 60, floor)
+                if reached is None:
+                    continue
+                fires = reached + minutes(judged.for_)
+                # Only a tier whose state is certain at `at` may be judged there.
+                assert abs(fires - at) >= 2, f"{judged.name} {other}: fires at {fires}, judged at {at}"
+                if fires < at:
+                    expected.append(Expect(judged, io.fleet_result(), 1.0))
+            case.checks = [Check(at, rules[0].name, expected)]
+            _stretch(case)
+            cases.append(case)
+    return cases
+
+
+def _count_reached(steady: float, floor: float) -> int | None:
+    """The first minute a window's recorded request count reaches `floor`, for traffic that
+    starts at minute 0 and whose count, once the 5m rates have ramped up, is `steady`. The
+    count is the mean of the 5m rates recorded so far times the window: minute m's rate is
+    m/5 of the steady one up to minute 5, so after n minutes the mean is (n + 1)/10 of it for
+    n <= 5 and (n - 2)/n after. None when the steady count stays under the floor."""
+    if steady < floor:
+        return None
+    n = 1
+    while (steady * ((n + 1) / 10 if n <= 5 else (n - 2) / n)) < floor:
+        n += 1
+    return n
 
 
 def _canary_only(io: Inputs, slo: Slo, rule: Alert) -> Case:
