@@ -27,6 +27,7 @@ from vllm_obs.cli import main as vllm_obs
 from vllm_obs.doctor import output
 from vllm_obs.doctor.findings import Finding, Report
 
+from .loopback import LoopbackServer, Page
 from .monitoring import Alertmanager, Prometheus, binary
 from .vllm_server import free_port, http_get
 
@@ -37,64 +38,6 @@ READY_LINE = "Application startup complete."
 
 
 # -- loopback HTTP ---------------------------------------------------------------------
-
-
-@dataclass
-class Page:
-    status: int
-    body: str
-    content_type: str = "text/plain; version=0.0.4; charset=utf-8"
-
-
-class LoopbackServer:
-    """Serves fixed pages by path (GET) and keeps what is POSTed to it (a webhook receiver)."""
-
-    def __init__(self, pages: dict[str, Page] | None = None) -> None:
-        self.pages = dict(pages or {})
-        self.posted: list[tuple[str, dict]] = []
-        self.port = free_port()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                page = server.pages.get(self.path.split("?", 1)[0]) or Page(404, "not found\n")
-                body = page.body.encode()
-                self.send_response(page.status)
-                self.send_header("Content-Type", page.content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                raw = self.rfile.read(length)
-                with contextlib.suppress(ValueError):
-                    server.posted.append((self.path, json.loads(raw)))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}"
-
-    def __enter__(self) -> LoopbackServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
 
 def exposition_server(path: Path = TRAFFIC_EXPOSITION) -> LoopbackServer:

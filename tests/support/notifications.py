@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.support.vllm_server import free_port
+from .loopback import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -30,46 +27,20 @@ class Notification:
         )
 
 
-class NotificationRecorder:
+class NotificationRecorder(LoopbackServer):
     """The webhook every receiver points at (/critical, /warning, /info, /watchdog)."""
 
     def __init__(self) -> None:
-        self.port = free_port()
         self._lock = threading.Lock()
         self._records: list[Notification] = []
-        recorder = self
+        super().__init__(on_post=self._received)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                raw = self.rfile.read(length)
-                with contextlib.suppress(ValueError):
-                    payload = json.loads(raw)
-                    recorder._add(
-                        Notification(
-                            time.time(),
-                            self.path.strip("/"),
-                            payload.get("status", ""),
-                            tuple(payload.get("alerts", [])),
-                        )
-                    )
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    def _add(self, note: Notification) -> None:
+    def _received(self, path: str, payload: dict) -> None:
+        note = Notification(
+            time.time(), path.strip("/"), payload.get("status", ""), tuple(payload.get("alerts", []))
+        )
         with self._lock:
             self._records.append(note)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def records(self, since: float = 0.0, until: float = float("inf")) -> list[Notification]:
         with self._lock:
@@ -82,11 +53,3 @@ class NotificationRecorder:
             if note.receiver == receiver and note.firing(alertname, **labels):
                 return note
         return None
-
-    def __enter__(self) -> NotificationRecorder:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
