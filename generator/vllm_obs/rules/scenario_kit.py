@@ -229,6 +229,14 @@ class Inputs:
             f"0+{number(per_min)}x{span}",
         )
 
+    def tokens(self, case: Case, span: int, prompt: float = 0, generated: float = 0) -> None:
+        """The engine's token counters the source has, from where they stood (500): prompt and
+        generated tokens a minute. Both 0: a frozen engine; prompt only: a pooling model."""
+        for key, per_min in (("prompt_tokens", prompt), ("generation_tokens", generated)):
+            if self.res.has(key):
+                sig = self.res[key]
+                case.add(series_text(sig.name, self.labels(signal=sig)), f"500+{number(per_min)}x{span}")
+
     def gauge(
         self, case: Case, signal: Signal, value: float, span: int, instance: str = REPLICA, **extra: str
     ) -> None:

@@ -205,7 +205,7 @@ def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
     stuck = Case(f"VllmEngineStalled fires when requests wait and no token comes out for {a.stall_window}")
     io.gauge(stuck, waiting, 3, span)
     io.gauge(stuck, running, 2, span)
-    stuck.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
+    io.tokens(stuck, span)
     # increase() needs two samples, so the condition starts at the second minute.
     stuck.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, io.result(), 5)])
     busy = Case("VllmEngineStalled stays silent while tokens keep coming")
@@ -213,21 +213,17 @@ def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
     io.gauge(busy, running, 2, span)
     io.counter(busy, tokens, 600, span)
     busy.checks = [Check(span - 1, rule.name, [])]
+    extra = []
     if io.res.has("prompt_tokens"):
-        prompt = io.res["prompt_tokens"]
-        stuck.add(series_text(prompt.name, io.labels(signal=prompt)), f"900+0x{span}")
         pooling = Case(
             "VllmEngineStalled stays silent on a busy embedding server: prompt tokens keep coming, "
             "none is generated"
         )
         io.gauge(pooling, waiting, 3, span)
         io.gauge(pooling, running, 2, span)
-        pooling.add(series_text(tokens.name, io.labels(signal=tokens)), f"0+0x{span}")
-        io.counter(pooling, prompt, 6000, span)
+        io.tokens(pooling, span, prompt=6000)
         pooling.checks = [Check(span - 1, rule.name, [])]
-        extra = [pooling]
-    else:
-        extra = []
+        extra.append(pooling)
     idle = Case("VllmEngineStalled stays silent on an idle server")
     io.gauge(idle, waiting, 0, span)
     io.gauge(idle, running, 0, span)

@@ -218,7 +218,7 @@ def _hung(rules: list[Alert], io: Inputs) -> list[Case]:
     if io.res.has("generation_tokens"):
         tokens = io.res["generation_tokens"]
         # A hung engine's counters freeze where they stood.
-        hung.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
+        io.tokens(hung, span)
         saturated = Case(
             "VllmEngineHung stays silent on a saturated server: the probe times out in the queue "
             "while tokens keep coming"
@@ -229,16 +229,13 @@ def _hung(rules: list[Alert], io: Inputs) -> list[Case]:
         saturated.checks = [Check(span - 1, rule.name, [])]
         cases.append(saturated)
     if io.res.has("prompt_tokens") and io.res.has("generation_tokens"):
-        prompt, tokens = io.res["prompt_tokens"], io.res["generation_tokens"]
-        hung.add(series_text(prompt.name, io.labels(signal=prompt)), f"900+0x{span}")
         pooling = Case(
             "VllmEngineHung stays silent on a saturated embedding server: no token is generated, "
             "but prompts keep being processed"
         )
         io.probe(pooling, span, failing="timeout")
         io.probe_health(pooling, span, 1)
-        pooling.add(series_text(tokens.name, io.labels(signal=tokens)), f"0+0x{span}")
-        io.counter(pooling, prompt, 6000, span)
+        io.tokens(pooling, span, prompt=6000)
         pooling.checks = [Check(span - 1, rule.name, [])]
         cases.append(pooling)
     return cases
