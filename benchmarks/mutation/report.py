@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import platform
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .run import Outcome
 
@@ -84,31 +82,3 @@ def markdown(results: list[Result], seconds: float, workers: int) -> str:
             else:
                 lines.append(f"- `{o.mutant.id}`: **survives** {', '.join(o.files)}.")
     return "\n".join(lines) + "\n"
-
-
-_ROW = re.compile(r"^\| (?P<bundle>[^|]+) \| `(?P<digest>[0-9a-f]+)` \| (?P<mutants>\d+) \|")
-_SURVIVOR = re.compile(r"^- `(?P<id>.+?)`: ")
-
-
-@dataclass
-class Committed:
-    """What a written report says: per bundle its digest, mutant count and survivors' ids."""
-
-    digests: dict[str, str]
-    mutants: dict[str, int]
-    survivors: dict[str, set[str]]
-
-
-def read(path: Path) -> Committed:
-    out = Committed({}, {}, {})
-    bundle = None
-    for line in path.read_text("utf-8").splitlines():
-        if row := _ROW.match(line):
-            out.digests[row["bundle"]] = row["digest"]
-            out.mutants[row["bundle"]] = int(row["mutants"])
-        elif line.startswith("## Survivors: "):
-            bundle = line.removeprefix("## Survivors: ").removesuffix(" bundle")
-            out.survivors[bundle] = set()
-        elif bundle and (survivor := _SURVIVOR.match(line)):
-            out.survivors[bundle].add(survivor["id"])
-    return out
