@@ -99,9 +99,12 @@ class Context:
     def fail_cause(self, name: str, text: str) -> None:
         self.causes.setdefault(name, Cause(FAIL, text))
 
+    def is_pipeline(self, job: str) -> bool:
+        """Whether only the monitoring pipeline's own alerts read this job (Prometheus', Alertmanager's)."""
+        reads = self.view.job_reads.get(job)
+        return bool(reads and reads.role in PIPELINE_ROLES)
+
     def job_down(self, job: str) -> Cause:
         """Why what a job's series feed is empty when none of its targets is up: a failure, but
         a warning for the pipeline's own jobs, as the Targets check says (serving is unaffected)."""
-        reads = self.view.job_reads.get(job)
-        status = WARN if reads and reads.role in PIPELINE_ROLES else FAIL
-        return Cause(status, f"no target of job {job} is up (see Targets)")
+        return Cause(WARN if self.is_pipeline(job) else FAIL, f"no target of job {job} is up (see Targets)")

@@ -35,9 +35,7 @@ def run(ctx: Context) -> None:
         if ctx.job_is_down(scope.job):
             for name in scope.names:
                 ctx.causes.setdefault(name, ctx.job_down(scope.job))
-            ctx.add(
-                FAMILY, SKIP, scope.title, f"not checked: no target of job {scope.job} is up (see Targets)"
-            )
+            ctx.add(FAMILY, SKIP, scope.title, f"not checked: {ctx.job_down(scope.job).text}")
             continue
         _check_scope(ctx, scope)
 

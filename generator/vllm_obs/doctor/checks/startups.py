@@ -40,7 +40,7 @@ def run(ctx: Context) -> None:
         _kubernetes(ctx, None)
         return
     if ctx.job_is_down(scope.job):
-        ctx.add(FAMILY, SKIP, "lifecycle", f"not checked: no target of job {scope.job} is up (see Targets)")
+        ctx.add(FAMILY, SKIP, "lifecycle", f"not checked: {ctx.job_down(scope.job).text}")
         _kubernetes(ctx, None)
         return
     sel = scope.selector

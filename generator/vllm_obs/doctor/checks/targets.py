@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ...errors import BundleError
 from ...promql import seconds
-from ..bundle_view import PIPELINE_ROLES
 from ..clients import ApiError
 from ..context import Context, Target
 from ..findings import FAIL, OK, WARN
@@ -33,7 +32,7 @@ def run(ctx: Context) -> None:
         known = [t.interval_s for t in targets if t.interval_s]
         if known:
             ctx.scrape_intervals[scope.job] = max(known)
-        _check_job(ctx, scope.job, scope.title, sources[scope.job], scope.role in PIPELINE_ROLES)
+        _check_job(ctx, scope.job, scope.title, sources[scope.job], ctx.is_pipeline(scope.job))
     if ctx.config is not None:
         _check_config_jobs(ctx)
 
