@@ -2,16 +2,15 @@
 promtool tests on it: a mutant is killed when a test that names its alert fails.
 
 Only the tests whose `alert_rule_test` names the mutated alert run (see Bundle.tests_naming),
-against only the rule groups that alert reads (see Bundle.slice): promtool evaluates every group
-it is given at every step, and a burn-rate scenario spans hours. A slice is used only when the
-unmutated alert passes its tests with it; otherwise that alert's mutants get every group.
+against only the rules that alert reads (tests/support/rule_slices.py): promtool evaluates every
+rule it is given at every step, and a burn-rate scenario spans hours. A slice is used only when
+the unmutated alert passes its tests with it; otherwise that alert's mutants get every rule.
 A mutant promtool cannot load is not counted: it is a mistake no one could ship.
 """
 
 from __future__ import annotations
 
 import queue
-import re
 import shutil
 import subprocess
 import tempfile
@@ -21,11 +20,10 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.rule_slices import RuleFiles, Slice, narrowed
+
 from .mutants import Mutant, mutants_of
 
-ALERT_FILE = "vllm-alerts.rules.yml"
-RECORDING_FILE = "vllm-recording.rules.yml"
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 LOAD_ERRORS = ("could not load", "parse error", "error parsing", "cannot unmarshal")
 
 
@@ -36,36 +34,12 @@ class Outcome:
     files: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Slice:
-    recording: str  # the recording rules file with only the groups needed
-    alert_groups: set[str]  # the alerting groups kept
-    groups: set[str]  # every group kept (for group_eval_order)
-
-
-def _dump(rules: dict, groups: list[dict], only: set[str] | None = None) -> str:
-    kept = [g for g in groups if only is None or g["name"] in only]
-    return yaml.safe_dump({**rules, "groups": kept}, sort_keys=False, width=1000)
-
-
-def _narrowed(tests: dict[str, dict], groups: set[str]) -> dict[str, dict]:
-    """The test files with group_eval_order naming only the groups kept."""
-    out = {}
-    for name, content in tests.items():
-        order = [g for g in content.get("group_eval_order", []) if g in groups]
-        out[name] = {**content, "group_eval_order": order} if "group_eval_order" in content else content
-    return out
-
-
-class Bundle:
+class Bundle(RuleFiles):
     """A generated bundle's alerting rules and promtool tests."""
 
     def __init__(self, root: Path) -> None:
+        super().__init__(root)
         self.root = root
-        self.rules_path = root / "alerts" / ALERT_FILE
-        self.rules = yaml.safe_load(self.rules_path.read_text())
-        self.recording_path = root / "alerts" / RECORDING_FILE
-        self.recording = yaml.safe_load(self.recording_path.read_text())
         self.test_files = sorted((root / "tests" / "rules").glob("*.test.yml"))
         if not self.test_files:
             raise SystemExit(f"{root} has no tests/rules/*.test.yml: generate the bundle first.")
@@ -73,43 +47,15 @@ class Bundle:
     def mutants(self) -> list[Mutant]:
         return [
             replace(m, at=(g, r))
-            for g, group in enumerate(self.rules["groups"])
+            for g, group in enumerate(self.alerting["groups"])
             for r, rule in enumerate(group["rules"])
             if "alert" in rule
             for m in mutants_of(rule)
         ]
 
-    def with_mutant(self, mutant: Mutant, only: set[str] | None = None) -> str:
-        """The alerting rules file with the mutant in its rule's place (only the groups named)."""
-        g, r = mutant.at
-        groups = [dict(group, rules=list(group["rules"])) for group in self.rules["groups"]]
-        groups[g]["rules"][r] = mutant.rule
-        return _dump(self.rules, groups, only)
-
-    def slice(self, alert: str) -> Slice | None:
-        """The groups an alert needs: its own, and each recording group holding a series it
-        reads, directly or through other recorded series. None when it reads ALERTS (then
-        other alerting groups matter too)."""
-        own = {g["name"] for g in self.rules["groups"] if any(r.get("alert") == alert for r in g["rules"])}
-        exprs = [r["expr"] for g in self.rules["groups"] if g["name"] in own for r in g["rules"]]
-        if any("ALERTS" in e for e in exprs):
-            return None
-        recorded = {
-            r["record"]: (g["name"], r["expr"])
-            for g in self.recording["groups"]
-            for r in g["rules"]
-            if "record" in r
-        }
-        needed: set[str] = set()
-        todo = [n for e in exprs for n in _NAME.findall(e) if n in recorded]
-        while todo:
-            name = todo.pop()
-            if name not in needed:
-                needed.add(name)
-                todo += [n for n in _NAME.findall(recorded[name][1]) if n in recorded]
-        groups = {recorded[n][0] for n in needed}
-        recording = _dump(self.recording, [g for g in self.recording["groups"] if g["name"] in groups])
-        return Slice(recording, own, own | groups)
+    def with_mutant(self, mutant: Mutant, alerts: frozenset[str] | None = None) -> str:
+        """The alerting rules file with the mutant in its rule's place (only these alerts)."""
+        return self.alerting_text(alerts, (*mutant.at, mutant.rule))
 
     def tests_naming(self) -> dict[str, dict[str, dict]]:
         """Alert name -> {test file: that file with only the tests whose alert_rule_test names
@@ -132,8 +78,8 @@ class Workspace:
         self.bundle = bundle
         shutil.copytree(bundle.root / "alerts", where / "alerts")
         shutil.copytree(bundle.root / "tests" / "rules", where / "tests" / "rules")
-        self.rules = where / "alerts" / ALERT_FILE
-        self.recording = where / "alerts" / RECORDING_FILE
+        self.rules = where / "alerts" / bundle.alerting_path.name
+        self.recording = where / "alerts" / bundle.recording_path.name
         self.tests = where / "tests" / "rules"
 
     def run(
@@ -144,7 +90,7 @@ class Workspace:
     ) -> subprocess.CompletedProcess:
         """promtool on `tests` (file name -> its content; None: the bundle's own files as they
         are), with these alerting and recording rules (None: the bundle's own)."""
-        self.rules.write_text(rules_text if rules_text is not None else self.bundle.rules_path.read_text())
+        self.rules.write_text(rules_text if rules_text is not None else self.bundle.alerting_path.read_text())
         self.recording.write_text(
             recording if recording is not None else self.bundle.recording_path.read_text()
         )
@@ -184,13 +130,11 @@ def run(bundle: Bundle, mutants: list[Mutant], workers: int = 2) -> list[Outcome
 
         def sliced(alert: str) -> Slice | None:
             """The alert's slice if its unmutated rules pass its tests with it."""
-            part = bundle.slice(alert)
+            part = bundle.slice({alert})
             if part is None:
                 return None
-            tests = _narrowed(naming[alert], part.groups)
-            alone = promtool(
-                tests, _dump(bundle.rules, bundle.rules["groups"], part.alert_groups), part.recording
-            )
+            tests = {name: narrowed(test, part.groups) for name, test in naming[alert].items()}
+            alone = promtool(tests, bundle.alerting_text(part.alerts), part.recording)
             return part if alone.returncode == 0 else None
 
         with ThreadPoolExecutor(workers) as pool:
@@ -205,8 +149,8 @@ def run(bundle: Bundle, mutants: list[Mutant], workers: int = 2) -> list[Outcome
             part = slices.get(alert)
             if part:
                 done = promtool(
-                    _narrowed(tests, part.groups),
-                    bundle.with_mutant(mutant, part.alert_groups),
+                    {name: narrowed(test, part.groups) for name, test in tests.items()},
+                    bundle.with_mutant(mutant, part.alerts),
                     part.recording,
                 )
             else:

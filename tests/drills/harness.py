@@ -236,13 +236,14 @@ class Judge:
         self.part.check(f"{what} stays silent", not spans and not notes, detail)
 
     def pages_nobody(self, alert: str) -> None:
-        """No firing notification of the alert, whether it stayed silent or was inhibited."""
+        """No firing notification of the alert at the pager, whether it stayed silent, was
+        inhibited or went to the chat only."""
         since, until = self.window
         spans = self.firing_spans(alert)
         notes = [
             n
             for n in self.stack.recorder.records(since, until)
-            if n.firing(alert, instance=self.part.instance)
+            if n.receiver == PAGER and n.firing(alert, instance=self.part.instance)
         ]
         sources = set()
         for state in self.stack.am_states(alert, since, until, instance=self.part.instance):
@@ -252,10 +253,12 @@ class Judge:
             detail = "never firing"
         else:
             detail = f"firing {sum(b - a for a, b in spans):.0f} s, inhibited by {', '.join(sorted(sources)) or 'nothing'}"
-        self.part.check(f"{alert} pages nobody", not notes, f"{detail}; {len(notes)} notification(s)")
+        self.part.check(f"{alert} pages nobody", not notes, f"{detail}; {len(notes)} page(s)")
 
-    def inhibited(self, alert: str, by: str) -> None:
-        """Firing in Prometheus, held back by Alertmanager because `by` fires, never notified."""
+    def inhibited(self, alert: str, by: str, *or_by: str) -> None:
+        """Firing in Prometheus, held back by Alertmanager because `by` (or one of `or_by`)
+        fires, never notified. Alertmanager names the first inhibition rule that matched, so an
+        alert two rules hold back names one of them."""
         since, until = self.window
         spans = self.firing_spans(alert)
         states = self.stack.am_states(alert, since, until, instance=self.part.instance)
@@ -269,13 +272,13 @@ class Judge:
             for n in self.stack.recorder.records(since, until)
             if n.firing(alert, instance=self.part.instance)
         ]
-        ok = bool(spans) and bool(suppressed) and by in sources and not notes
+        ok = bool(spans) and bool(suppressed) and bool(sources & {by, *or_by}) and not notes
         detail = (
             f"firing in Prometheus {sum(b - a for a, b in spans):.0f} s; "
             f"suppressed in Alertmanager in {len(suppressed)}/{len(states)} samples, inhibited by "
             f"{', '.join(sorted(sources)) or 'nothing'}; {len(notes)} notification(s)"
         )
-        self.part.check(f"{alert} fires but is inhibited by {by}", ok, detail)
+        self.part.check(f"{alert} fires but is inhibited by {' or '.join((by, *or_by))}", ok, detail)
 
     def resolves_after(self, alert: str, at: float, within: float) -> None:
         spans = self.firing_spans(alert)

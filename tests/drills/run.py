@@ -438,12 +438,15 @@ class Drill:
             pid = a.server.engine_core_pid()
             part.done.append(
                 f"With server A idle, `kill -STOP` of its EngineCore process (pid {pid}); once its model's "
-                "capacity page (VllmModelCapacityLow, cause hung) has arrived, `kill -CONT`."
+                "capacity page (VllmModelCapacityLow, cause hung) has arrived and VllmEngineHung fires, `kill -CONT`."
             )
             part.trigger_now(f"kill -STOP {pid} (EngineCore)")
             os.kill(pid, signal.SIGSTOP)
+            paged = self.notified("VllmModelCapacityLow", PAGER, part.trigger, cause="hung")
+            hung = f'ALERTS{{alertname="VllmEngineHung", alertstate="firing", instance="{a.instance}"}}'
             try:
-                until(self.notified("VllmModelCapacityLow", PAGER, part.trigger, cause="hung"), 90)
+                # The page has no `for` of its own; the replica's warning waits out hung_for.
+                until(lambda: paged() and self.stack.query(hung), 90)
                 time.sleep(3)
             finally:
                 os.kill(pid, signal.SIGCONT)
@@ -565,7 +568,7 @@ class Drill:
         judge.reaches("VllmModelCapacityLow", "critical", (PAGER, CHAT))
         judge.once("VllmModelCapacityLow", PAGER, "critical")
         judge.inhibited("VllmEngineDead", by="VllmModelCapacityLow")
-        judge.inhibited("VllmTargetDown", by="VllmEngineDead")
+        judge.inhibited("VllmTargetDown", "VllmEngineDead", "VllmModelCapacityLow")
         judge.silent("VllmOutOfMemory")
         judge.silent("VllmStartupFailed")
         dead = [x for x in part.latencies if x.alert == "VllmModelCapacityLow" and x.receiver == "pager"]
@@ -742,7 +745,7 @@ class Drill:
         # The model's only replica ran out of memory and died: its capacity page says why.
         judge.reaches("VllmModelCapacityLow", "critical", (PAGER, CHAT))
         judge.inhibited("VllmOutOfMemory", by="VllmModelCapacityLow")
-        judge.inhibited("VllmEngineDead", by="VllmOutOfMemory")
+        judge.inhibited("VllmEngineDead", "VllmOutOfMemory", "VllmModelCapacityLow")
 
     # -- server F ------------------------------------------------------------------------------
     def phase_f(self) -> None:

@@ -8,6 +8,7 @@ with the rules, from the same config, for both engine families.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tests.support.bundles import (
     selected_names,
 )
 from tests.support.monitoring import binary
+from tests.support.rule_slices import promtool_each_file_on_its_slice
 
 pytestmark = pytest.mark.prometheus
 
@@ -54,7 +56,14 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([binary("promtool"), *args], cwd=cwd, capture_output=True, text=True)
 
 
-def check_and_test(bundle: Path) -> None:
+def check_and_test(bundle: Path, *, whole: bool = False) -> None:
+    """promtool checks every rule file and the configuration, and runs every generated test.
+
+    Each test file runs on the slice of the rule groups its alerts read (tests/support/rule_slices.py):
+    the same verdicts in a fraction of the time. whole=True runs the files as they are, as a
+    user does; the committed bundle is tested both ways, and a test below checks that a slice
+    still catches a broken rule.
+    """
     rules = sorted(str(p.relative_to(bundle)) for p in (bundle / "alerts").glob("*.rules.yml"))
     checked = promtool("check", "rules", *rules, cwd=bundle)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -62,12 +71,41 @@ def check_and_test(bundle: Path) -> None:
     assert config.returncode == 0, config.stdout + config.stderr
     tests = sorted(str(p.relative_to(bundle)) for p in (bundle / "tests" / "rules").glob("*.test.yml"))
     assert tests
-    tested = promtool("test", "rules", *tests, cwd=bundle)
-    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr
+    if whole:
+        tested = promtool("test", "rules", *tests, cwd=bundle)
+        assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr
+    else:
+        failures = promtool_each_file_on_its_slice(bundle)
+        assert not failures, "\n".join(failures)
 
 
-def test_the_committed_bundle_passes_promtool():
+def test_the_committed_bundle_passes_promtool_as_a_user_runs_it():
+    check_and_test(REPO, whole=True)
+
+
+def test_the_committed_bundle_passes_promtool_on_slices():
     check_and_test(REPO)
+
+
+def test_a_slice_still_catches_a_broken_burn_rule(tmp_path):
+    """The fastest burn tier's factor moved past its boundary cases fails the sliced run too."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(REPO / "alerts", bundle / "alerts")
+    shutil.copytree(REPO / "tests" / "rules", bundle / "tests" / "rules")
+    path = bundle / "alerts" / "vllm-alerts.rules.yml"
+    text = path.read_text()
+    assert text.count("> (14.4 * ") >= 2
+    path.write_text(text.replace("> (14.4 * ", "> (20 * "))
+    failures = promtool_each_file_on_its_slice(bundle)
+    assert [f.split(":\n", 1)[0] for f in failures] == [
+        f"slo-burn.test.yml ({alert})"
+        for alert in (
+            "VllmAvailabilityBudgetBurn",
+            "VllmTimeToFirstTokenBudgetBurn",
+            "VllmTimePerOutputTokenBudgetBurn",
+        )
+    ]
+    assert all("just above burn rate 14.4" in f for f in failures)
 
 
 @pytest.mark.parametrize("release, engine", ERAS, ids=lambda v: v)
@@ -251,10 +289,8 @@ def test_the_canary_probe_s_requests_are_not_served_traffic(tmp_path):
             "- on (instance, model_name) group_left ()\n        (instance_model:vllm_probe_requests_answered:rate5m * 0)",
         )
     )
-    tests = sorted(str(p.relative_to(bundle)) for p in (bundle / "tests" / "rules").glob("*.test.yml"))
-    result = promtool("test", "rules", *tests, cwd=bundle)
-    assert result.returncode != 0
-    assert "stays silent when the only traffic is the canary probe" in result.stdout + result.stderr
+    failures = "\n".join(promtool_each_file_on_its_slice(bundle))
+    assert "stays silent when the only traffic is the canary probe" in failures
 
 
 @pytest.mark.parametrize("release, engine", [("0.33.0", "v1"), ("0.10.2", "v0"), ("0.8.2", "v1")])

@@ -300,6 +300,8 @@ class DrillStack:
         self.slots = list(slots)
         self.prom.reload()
         wanted = {s.instance for s in slots} | {s.exporter for s in slots} | {s.probe for s in slots}
+        # The monitoring scrapes itself too (its Prometheus and Alertmanager jobs).
+        wanted |= {f"127.0.0.1:{self.prom_port}", f"127.0.0.1:{self.am_port}"}
 
         wait_until(lambda: self._active_targets() == wanted, "Prometheus to take the new target set", 30)
 

@@ -1,0 +1,171 @@
+"""The rules some alerts need, and promtool runs on just those rules.
+
+promtool evaluates every rule it is given at every step of a test, and a burn-rate scenario
+spans hours of steps. An alert reads only series: raw ones from the test's input and recorded
+ones. Given the alert and every recording rule it reads (directly or through other recorded
+series), each kept in its group and in its place there, promtool computes the same values for
+it as with the whole bundle, for a fraction of the work. An alert that reads ALERTS depends on
+other alerts too, so it has no slice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tests.support.monitoring import binary
+
+ALERT_FILE = "vllm-alerts.rules.yml"
+RECORDING_FILE = "vllm-recording.rules.yml"
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+Substitute = tuple[int, int, dict]  # (group index, rule index, the rule to put there)
+
+
+@dataclass(frozen=True)
+class Slice:
+    alerts: frozenset[str]  # the alerts kept
+    recording: str  # the recording rules file with only the rules they read
+    groups: frozenset[str]  # every group kept (for group_eval_order)
+
+
+def narrowed(test: dict, groups: set[str] | frozenset[str]) -> dict:
+    """A promtool test file whose group_eval_order names only the groups kept."""
+    if "group_eval_order" not in test:
+        return test
+    return {**test, "group_eval_order": [g for g in test["group_eval_order"] if g in groups]}
+
+
+def named_alerts(case: dict) -> frozenset[str]:
+    """The alerts one promtool test case's alert_rule_test names."""
+    return frozenset(c["alertname"] for c in case.get("alert_rule_test", []))
+
+
+def _kept(rules: dict, keep, substitute: Substitute | None = None) -> str:
+    """The rules file with only the rules `keep` accepts, each group in place (empty ones left
+    out), and `substitute` in place of the rule it names."""
+    groups = []
+    for g, group in enumerate(rules["groups"]):
+        chosen = [
+            substitute[2] if substitute and (g, r) == substitute[:2] else rule
+            for r, rule in enumerate(group["rules"])
+            if keep(rule)
+        ]
+        if chosen:
+            groups.append({**group, "rules": chosen})
+    return yaml.safe_dump({**rules, "groups": groups}, sort_keys=False, width=1000)
+
+
+class RuleFiles:
+    """A bundle's alerting and recording rules, parsed."""
+
+    def __init__(self, root: Path) -> None:
+        self.alerting_path = root / "alerts" / ALERT_FILE
+        self.recording_path = root / "alerts" / RECORDING_FILE
+        self.alerting = yaml.safe_load(self.alerting_path.read_text())
+        self.recording = yaml.safe_load(self.recording_path.read_text())
+
+    def slice(self, alerts: set[str] | frozenset[str]) -> Slice | None:
+        """The rules these alerts need, or None when one of them reads ALERTS."""
+        rules = [
+            (g["name"], r) for g in self.alerting["groups"] for r in g["rules"] if r.get("alert") in alerts
+        ]
+        if any("ALERTS" in r["expr"] for _, r in rules):
+            return None
+        recorded = {
+            r["record"]: (g["name"], r["expr"])
+            for g in self.recording["groups"]
+            for r in g["rules"]
+            if "record" in r
+        }
+        needed: set[str] = set()
+        todo = [n for _, r in rules for n in _NAME.findall(r["expr"]) if n in recorded]
+        while todo:
+            name = todo.pop()
+            if name not in needed:
+                needed.add(name)
+                todo += [n for n in _NAME.findall(recorded[name][1]) if n in recorded]
+        return Slice(
+            alerts=frozenset(alerts),
+            recording=_kept(self.recording, lambda r: r.get("record") in needed),
+            groups=frozenset({g for g, _ in rules} | {recorded[n][0] for n in needed}),
+        )
+
+    def alerting_text(
+        self, alerts: set[str] | frozenset[str] | None = None, substitute: Substitute | None = None
+    ) -> str:
+        """The alerting rules file with only these alerts (None: every rule), and `substitute`
+        in place of the rule it names."""
+        return _kept(self.alerting, lambda r: alerts is None or r.get("alert") in alerts, substitute)
+
+
+_PASSED: set[str] = set()  # digests of (slice, test file) runs that passed, in this process
+
+
+def promtool_each_file_on_its_slice(bundle: Path) -> list[str]:
+    """Run the cases of each of the bundle's promtool test files on the slice of the alerts they
+    name, one run per set of alerts; the output of each run that fails. Cases with expression
+    tests, or an alert without a slice, run on the whole rules. A run identical to
+    one that already passed in this process is not repeated: bundles of other releases often
+    share rules byte for byte."""
+    promtool = binary("promtool")
+    rules = RuleFiles(bundle)
+    failures = []
+    for path in sorted((bundle / "tests" / "rules").glob("*.test.yml")):
+        test = yaml.safe_load(path.read_text())
+        files = {name: p.read_text() for name, p in _rule_files(bundle, test).items()}
+        # An expression test may read any recorded series: those cases run on the whole rules.
+        by_alerts: dict[tuple[frozenset[str], bool], list[dict]] = {}
+        for case in test.get("tests", []):
+            by_alerts.setdefault((named_alerts(case), "promql_expr_test" in case), []).append(case)
+        for (alerts, exprs), cases in by_alerts.items():
+            sliceable = alerts and not exprs and set(files) == {ALERT_FILE, RECORDING_FILE}
+            part = rules.slice(alerts) if sliceable else None
+            chosen, content = dict(files), {**test, "tests": cases}
+            if part is not None:
+                chosen = {ALERT_FILE: rules.alerting_text(part.alerts), RECORDING_FILE: part.recording}
+                content = narrowed(content, part.groups)
+            said = _promtool_once(promtool, path.name, chosen, content)
+            if said is not None:
+                failures.append(f"{path.name} ({', '.join(sorted(alerts)) or 'expressions'}):\n{said}")
+    return failures
+
+
+def _promtool_once(promtool: str, name: str, files: dict[str, str], test: dict) -> str | None:
+    """promtool on one test file with these rule files; None when it passes, else its output."""
+    text = yaml.safe_dump(test, sort_keys=False, width=1000)
+    digest = hashlib.sha256("\0".join([*files, *files.values(), text]).encode()).hexdigest()
+    if digest in _PASSED:
+        return None
+    with tempfile.TemporaryDirectory(prefix="vllm-obs-slice-") as tmp:
+        where = Path(tmp)
+        (where / "alerts").mkdir()
+        for file, content in files.items():
+            (where / "alerts" / file).write_text(content)
+        (where / "tests" / "rules").mkdir(parents=True)
+        (where / "tests" / "rules" / name).write_text(text)
+        done = subprocess.run(
+            [promtool, "test", "rules", f"tests/rules/{name}"], cwd=where, capture_output=True, text=True
+        )
+    if done.returncode != 0:
+        return (done.stdout + done.stderr)[-4000:]
+    _PASSED.add(digest)
+    return None
+
+
+def _rule_files(bundle: Path, test: dict) -> dict[str, Path]:
+    """The rule files a test file loads (all in the bundle's alerts/), by name."""
+    out = {}
+    for entry in test.get("rule_files", []):
+        path = (bundle / "tests" / "rules" / entry).resolve()
+        if path.parent != (bundle / "alerts").resolve():
+            raise ValueError(f"{entry}: a generated test loads rule files from the bundle's alerts/ only")
+        out[path.name] = path
+    return out
