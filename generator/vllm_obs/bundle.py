@@ -13,6 +13,7 @@ from .dashboards.build import SIGNAL_PANELS, dashboards
 from .dashboards.render.grafana import render as render_dashboard
 from .dashboards.render.provisioning import dashboard_provider, datasources
 from .kubernetes_manifests import alertmanager_config_resource, dashboards_config_map, prometheus_rule
+from .links import link_warnings
 from .mixin import mixin_files
 from .prometheus_config import prometheus_config
 from .rules.assembly import AREAS, Assembled, assemble
@@ -100,4 +101,4 @@ def _warnings(v: Vocabulary, assembled: Assembled) -> list[str]:
     for area in AREAS:
         if hasattr(area, "warnings"):
             out += area.warnings(v)
-    return out
+    return out + link_warnings(v.cfg)

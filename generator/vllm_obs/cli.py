@@ -140,16 +140,20 @@ def _load_source(args: argparse.Namespace, catalog: Catalog) -> tuple[MetricSour
     return from_catalog(catalog, catalog.newest, None, features), notes
 
 
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        print(f"vllm-obs: warning: {line}", file=sys.stderr)
+
+
 def _generate(args: argparse.Namespace) -> int:
     catalog = Catalog.load()
     cfg = load_config(args.config)
     source, notes = _load_source(args, catalog)
     bundle = build_bundle(source, catalog, cfg)
-    for line in notes + bundle.warnings:
-        print(f"vllm-obs: warning: {line}", file=sys.stderr)
     out = Path(args.out)
     if args.check:
         problems = check_bundle(bundle.files, out)
+        _warn(notes + bundle.warnings)
         if problems:
             print(
                 f"vllm-obs: {out} is stale: "
@@ -163,6 +167,8 @@ def _generate(args: argparse.Namespace) -> int:
         )
         return 0
     removed = write_bundle(bundle.files, out)
+    # After the write: an error is then the only thing a failed run prints.
+    _warn(notes + bundle.warnings)
     extra = f", removed {len(removed)} no longer generated" if removed else ""
     print(f"vllm-obs: wrote {len(bundle.files)} files to {out}{extra} for {source.summary}.", file=sys.stderr)
     return 0

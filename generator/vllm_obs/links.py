@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from urllib.parse import urlparse
 
 from .config import BundleConfig
 from .vocabulary import Vocabulary
@@ -44,3 +45,24 @@ def dashboard_url(v: Vocabulary, key: str, panel: str | None = None) -> str:
     )
     view = f"&viewPanel={panel_id(panel)}" if panel else ""
     return f"{base}?orgId=1{view}{params}"
+
+
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def link_warnings(cfg: BundleConfig) -> list[str]:
+    """Links in the alerts that a pager or a chat cannot open: a runbook path with no host, a
+    Grafana on the machine that runs it. Right for the compose stack on one machine, wrong once
+    the notifications leave it, so generation says so rather than refusing."""
+    out = []
+    if not urlparse(cfg.links.runbook_url).scheme:
+        out.append(
+            f"links.runbook_url is the path {cfg.links.runbook_url}, which a pager or a chat cannot open; "
+            "set it to the URL where alerts/runbooks.md is published."
+        )
+    if urlparse(cfg.links.grafana_url).hostname in LOCAL_HOSTS:
+        out.append(
+            f"links.grafana_url is {cfg.links.grafana_url}, which opens only on the machine running Grafana; "
+            "set it to the Grafana URL your on-call reaches."
+        )
+    return out
