@@ -167,10 +167,14 @@ def _receiver(name: str, r: Receiver, am: AlertmanagerSection) -> dict[str, Any]
                 "routing_key_file": r.secret_file,
                 "send_resolved": r.send_resolved,
                 "severity": '{{ if eq .CommonLabels.severity "critical" }}critical{{ else }}warning{{ end }}',
+                # A page groups one alert of one model across its replicas: the runbook and the
+                # dashboard are the group's, every replica's description is listed.
                 "details": {
                     "runbook": "{{ (index .Alerts 0).Annotations.runbook_url }}",
                     "dashboard": "{{ (index .Alerts 0).Annotations.dashboard_url }}",
-                    "description": "{{ (index .Alerts 0).Annotations.description }}",
+                    "firing": "{{ .Alerts.Firing | len }}",
+                    "descriptions": "{{ range .Alerts.Firing }}{{ .Annotations.description }}\n{{ end }}",
+                    "resolved": "{{ range .Alerts.Resolved }}{{ .Annotations.description }}\n{{ end }}",
                 },
             }
         ]

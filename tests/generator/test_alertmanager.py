@@ -7,8 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.bundles import generate
+from tests.support.loopback import LoopbackServer
 from tests.support.monitoring import Alertmanager, binary
 from tests.support.notifications import NotificationRecorder
 
@@ -338,3 +340,53 @@ def test_twenty_replicas_failing_together_make_one_page(tmp_path):
     assert sorted(a["labels"]["instance"] for a in pager[0].alerts) == sorted(replicas)
     assert {a["labels"]["alertname"] for a in pager[0].alerts} == {"VllmModelCapacityLow"}
     assert len(chat) == 1 and {a["labels"]["alertname"] for a in chat[0].alerts} == {"VllmModelCapacityLow"}
+
+
+def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
+    """The PagerDuty event Alertmanager really sends (to a loopback events API) carries the
+    description of every alert in the page's group, not only the first one's."""
+    key = tmp_path / "routing-key"
+    key.write_text("0123456789abcdef0123456789abcdef\n")
+    with LoopbackServer() as events:
+        config = {
+            "alertmanager": {
+                "critical": {"type": "pagerduty", "secret_file": str(key)},
+                "warning": {"type": "webhook", "url": f"{events.url}/chat"},
+                "watchdog": {"type": "webhook", "url": f"{events.url}/watchdog"},
+                "group_wait": "1s",
+            }
+        }
+        bundle = generate(tmp_path / "bundle", config=config)
+        path = bundle / "alerts" / "alertmanager.yml"
+        am_config = yaml.safe_load(path.read_text())
+        for receiver in am_config["receivers"]:
+            for pd in receiver.get("pagerduty_configs", []):
+                pd["url"] = f"{events.url}/v2/enqueue"  # PagerDuty's events API, on loopback
+        path.write_text(yaml.safe_dump(am_config))
+        replicas = ["vllm-0:8000", "vllm-1:8000", "vllm-2:8000"]
+        posted = [
+            {
+                **alert(
+                    f"cap-{i}", "VllmModelCapacityLow", "critical", instance=r, model_name="m", cause="dead"
+                ),
+                "annotations": {
+                    "description": f"Model m has 0 ready replicas; {r} is dead.",
+                    "runbook_url": "https://runbooks.example/vllm#vllmmodelcapacitylow",
+                },
+            }
+            for i, r in enumerate(replicas)
+        ]
+        with Alertmanager(path, tmp_path) as am:
+            am.post_alerts(posted)
+            deadline = time.monotonic() + 30
+            while not [p for p, _ in events.posted if p == "/v2/enqueue"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+        pages = [body for p, body in events.posted if p == "/v2/enqueue"]
+    assert len(pages) == 1, pages
+    details = pages[0]["payload"]["custom_details"]
+    assert details["firing"] == "3"
+    assert sorted(details["descriptions"].strip().splitlines()) == [
+        f"Model m has 0 ready replicas; {r} is dead." for r in replicas
+    ]
+    assert details["runbook"] == "https://runbooks.example/vllm#vllmmodelcapacitylow"
+    assert pages[0]["routing_key"] == "0123456789abcdef0123456789abcdef"
