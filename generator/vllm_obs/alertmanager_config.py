@@ -10,6 +10,7 @@ from typing import Any
 
 from .config import AlertmanagerSection, Receiver
 from .errors import BundleError
+from .rules.areas.meta import HEARTBEAT
 from .rules.assembly import InhibitRule
 from .vocabulary import Scope, Vocabulary
 
@@ -68,7 +69,7 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
         {
             # The heartbeat must flow all the time and never reach a human.
             "receiver": watchdog,
-            "matchers": ['alertname="Watchdog"'],
+            "matchers": [f'alertname="{HEARTBEAT}"'],
             "group_by": ["alertname"],
             "group_wait": "0s",
             "group_interval": am.watchdog_repeat_interval,

@@ -432,7 +432,7 @@ local values = import '../lib/values.libsonnet';
             alert: 'VllmVersionDrift',
             expr: 'max by (' + v.clusterBy + 'instance, version) (vllm_log_vllm_version_info{' + v.logExporterSelector + ', version!~"0\\\\.33(\\\\..*)?"}) == 1',
             labels: {
-              severity: 'info',
+              severity: 'warning',
             },
             annotations: {
               summary: 'vLLM runs a release this bundle was not generated for.',
@@ -753,7 +753,7 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.meta',
         rules: [
           {
-            alert: 'Watchdog',
+            alert: 'VllmObsWatchdog',
             expr: 'vector(1)',
             labels: {
               severity: 'info',
@@ -761,7 +761,7 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'The alerting pipeline is alive.',
               description: 'Always firing. If its heartbeat stops arriving at the dead man\'s switch, Prometheus, Alertmanager or the path between them is broken.',
-              runbook_url: c.runbookURLPattern % 'watchdog',
+              runbook_url: c.runbookURLPattern % 'vllmobswatchdog',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },

@@ -116,7 +116,7 @@ def failures(v: Vocabulary) -> Dashboard:
                     unit="none",
                     queries=(
                         Query(
-                            'sum by (alertname, severity) (ALERTS{alertstate="firing", alertname=~"Vllm.*|Watchdog"})',
+                            'sum by (alertname, severity) (ALERTS{alertstate="firing", alertname=~"Vllm.*"})',
                             "{{alertname}} ({{severity}})",
                         ),
                     ),

@@ -183,7 +183,9 @@ def _version_drift_rule(v: Vocabulary) -> list[Alert]:
         Alert(
             name="VllmVersionDrift",
             expr=(f"max by ({by(sc.target)}, version) ({info}) == 1"),
-            severity="info",
+            # A warning, read in the chat: renamed series leave panels blank and alerts blind,
+            # which nothing else says.
+            severity="warning",
             summary="vLLM runs a release this bundle was not generated for.",
             description=(
                 f"The log of {sc.target_ref} announces vLLM {{{{ $labels.version }}}}; this bundle was "
