@@ -60,8 +60,15 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "`--max-num-seqs` / `--max-num-batched-tokens` (see VllmSchedulerThrottled).",
                     "Queue time dominates and the KV cache is full: add replicas behind the load balancer, or "
                     "shed load; one server cannot go faster.",
-                    "Prefill dominates: long prompts. Enable chunked prefill (`--enable-chunked-prefill`) so "
-                    "decodes are not blocked, and prefix caching (`--enable-prefix-caching`) for shared prompts.",
+                    "Prefill dominates: long prompts. The V1 engine always chunks prefills and caches prefixes; "
+                    "its lever is the token budget per step, `--max-num-batched-tokens`: larger prefills sooner "
+                    "(better TTFT, worse inter-token latency), smaller does the opposite. "
+                    "`--long-prefill-token-threshold` keeps one long prompt from taking a whole step. (The V0 "
+                    "engine needs `--enable-chunked-prefill` and `--enable-prefix-caching` for this.)",
+                    "Shared prompts miss the prefix cache: check the prefix-cache hit rate panel; a prompt that "
+                    "varies at its start (a timestamp, a request id) defeats it.",
+                    "Kubernetes: `kubectl top pod` and the HPA's replica count; a new replica takes minutes to "
+                    "load, so scale on `vllm:num_requests_waiting` before TTFT climbs.",
                 ],
             ),
             scenarios=_p95_cases("time_to_first_token"),
@@ -93,7 +100,11 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Tokens per engine step: the iteration-tokens panel of the *KV cache and scheduler* dashboard",
                 ],
                 act=[
-                    "Lower `--max-num-seqs` to trade throughput for per-token latency.",
+                    "Lower `--max-num-batched-tokens` (prefill chunks then share each step with fewer decode "
+                    "tokens' worth of work) or `--max-num-seqs`: both trade throughput for per-token latency.",
+                    "An accidental `--enforce-eager` (or `enforce_eager` in a chart's values) turns CUDA graphs off "
+                    "and slows every decode step: the start-up log then lacks the graph-capture lines. Batch sizes "
+                    "above `--max-cudagraph-capture-size` run eagerly too.",
                     "If preemptions are high, treat the KV cache first (VllmKVCachePressure).",
                     "Check the accelerator: thermal throttling, another process on the device, a degraded link.",
                     "Add replicas if the load is simply more than one server can decode.",

@@ -61,6 +61,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Restart the server (current releases exit on their own; make sure something restarts them).",
                     "If one request kills it repeatedly, the `Dumping input data` lines before the crash "
                     "identify it; upgrade vLLM or block that input.",
+                    "Kubernetes: the log of the container that died is `kubectl logs POD --previous`; "
+                    "`kubectl get pod POD -o jsonpath='{.status.containerStatuses[0].lastState.terminated}'` "
+                    "gives its exit code and reason.",
                 ],
             ),
             scenarios=_log_event("engine_dead"),
@@ -95,6 +98,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Fragmentation (`reserved but unallocated` is large): set "
                     "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.",
                     "CPU backend: raise the memory limit or lower `VLLM_CPU_KVCACHE_SPACE`.",
+                    "Kubernetes: `lastState.terminated.reason: OOMKilled` (in `kubectl describe pod POD`) is the "
+                    "kernel's killer on host memory, not the GPU: raise the container's memory limit; "
+                    "`kubectl logs POD --previous` shows the CUDA error when it was the GPU.",
                 ],
             ),
             scenarios=_log_event("oom"),
@@ -132,6 +138,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "raise `--gpu-memory-utilization`.",
                     "Free memory too low: another process holds the device; stop it or lower the utilization.",
                     "Anything else: the traceback above `Engine core initialization failed` names it.",
+                    "Kubernetes: a pod in `CrashLoopBackOff` keeps the failed attempt's log in "
+                    "`kubectl logs POD --previous`; a start that outlasts the startup probe is killed "
+                    "(`lastState.terminated.reason: Error`, exit 137) before it can fail on its own.",
                 ],
             ),
             scenarios=_log_event("startup_failed"),

@@ -85,10 +85,16 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Log: the stats line `... Running: N reqs, Waiting: M reqs, ... KV cache usage: 9x.x%`",
                 ],
                 act=[
+                    "A busy server runs its cache near full by design: act when preemptions or a growing "
+                    "queue come with it (VllmPreemptions, VllmQueueDepthHigh).",
                     "Give the cache more memory: raise `--gpu-memory-utilization` while keeping headroom "
-                    "(0.90-0.95; too high causes out-of-memory errors at runtime).",
+                    "(0.90-0.95; too high causes out-of-memory errors at runtime), or size it exactly with "
+                    "`--kv-cache-memory-bytes` when other processes share the device.",
                     "Shrink demand: lower `--max-model-len` to what clients really send, lower `--max-num-seqs`.",
-                    "Store more per byte: `--kv-cache-dtype fp8`, prefix caching for shared prompts.",
+                    "Store more per byte: `--kv-cache-dtype fp8`; keep the prefix cache on (the V1 default) for "
+                    "shared prompts.",
+                    "Offload: `--kv-offloading-size` (GiB of host memory, `--kv-offloading-backend native` or "
+                    "`lmcache`) keeps evicted prefixes for reuse instead of recomputing them.",
                     "Spread the model: more tensor-parallel GPUs per replica, or more replicas.",
                 ],
             ),
@@ -131,12 +137,15 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 confirm=[
                     "Preemptions per finished request: `{preemptions_ratio}`",
                     "KV-cache usage: `{kv}`",
-                    "Log: V0 prints `Sequence group ... is preempted by PreemptionMode.RECOMPUTE mode because "
-                    "there is not enough KV cache space` (every 50th); V1 (0.12+) adds `Preemptions: N` to the "
-                    "stats line",
+                    "Log: the V1 engine's periodic stats line ends with `Preemptions: N` when there were any "
+                    "(the V0 engine printed `Sequence group ... is preempted by PreemptionMode.RECOMPUTE mode` "
+                    "instead)",
                 ],
                 act=[
-                    "Same as VllmKVCachePressure: more cache memory, fewer or shorter sequences, more replicas."
+                    "Same as VllmKVCachePressure: more cache memory (`--gpu-memory-utilization`, "
+                    "`--kv-cache-memory-bytes`), KV offloading, fewer or shorter sequences, more replicas.",
+                    "V1 preempts by recomputation only: a preempted request re-runs its prefill, so its TTFT "
+                    "and the replica's throughput both suffer.",
                 ],
             ),
             scenarios=_preemptions,
