@@ -87,14 +87,21 @@ local values = import '../lib/values.libsonnet';
           },
           {
             alert: 'VllmKVCachePressure',
-            expr: 'max by (' + v.clusterBy + 'job, instance, model_name, engine) (vllm:kv_cache_usage_perc{' + v.vllmSelector + '}) > ' + v.kvUsageThreshold,
+            expr:
+              'max by (' + v.clusterBy + 'job, instance, model_name, engine) (vllm:kv_cache_usage_perc{' + v.vllmSelector + '}) > ' + v.kvUsageThreshold + '\n' +
+              'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
+              '(\n' +
+              '  job_instance_model:vllm_requests_waiting:sum > 0\n' +
+              '  or\n' +
+              '  job_instance_model:vllm_preemptions:rate' + v.rateWindow + ' > 0\n' +
+              ')',
             'for': v.kvUsageFor,
             labels: {
               severity: 'warning',
             },
             annotations: {
-              summary: 'vLLM\'s KV cache is nearly full.',
-              description: 'KV-cache usage of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' engine {{ $labels.engine }} is {{ $value | humanizePercentage }} (threshold ' + v.kvUsageThresholdPercent + ', for ' + v.kvUsageFor + '); requests will be preempted.',
+              summary: 'vLLM\'s KV cache is full and requests wait for it.',
+              description: 'KV-cache usage of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' engine {{ $labels.engine }} is {{ $value | humanizePercentage }} (threshold ' + v.kvUsageThresholdPercent + ', for ' + v.kvUsageFor + ') while requests wait or are preempted.',
               runbook_url: c.runbookURLPattern % 'vllmkvcachepressure',
               dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=7252228' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },

@@ -73,11 +73,13 @@ def declarations(v: Vocabulary) -> list[Declared]:
             knobs=("alerts.kv_usage_threshold", "alerts.kv_usage_for"),
             build=_kv_cache_pressure,
             needs=("kv_cache_usage",),
+            uses=("preemptions",),
             panel="KV-cache usage per engine",
             runbook=Section(
                 meaning=(
-                    "The KV cache of one replica (its fullest engine) is nearly full. New requests wait and "
-                    "running ones are preempted and recomputed, which costs latency and throughput."
+                    "The KV cache of one replica (its fullest engine) is nearly full while requests wait for "
+                    "it or are preempted out of it and recomputed, which costs latency and throughput. A "
+                    "full cache alone is not this alert: a busy server keeps it full by design."
                 ),
                 confirm=[
                     "Usage per replica: `{kv}` (per engine: the raw series `{kv_series}`)",
@@ -204,17 +206,28 @@ def _kv_cache_pressure(v: Vocabulary) -> list[Alert]:
         # Each engine (data-parallel rank) has its own cache: name the one that fills.
         usage = f"max by ({by(sc.instance_model)}, engine) ({selector(kv.name, v.vllm)})"
         engine = " engine {{ $labels.engine }}"
+    # A busy server runs its cache near full by design: full is a cause worth a ticket only
+    # while requests wait for it or are preempted out of it.
+    n = v.names
+    pressed = [f"{n.requests_waiting} > 0"]
+    if v.res.has("preemptions"):
+        pressed.append(f"{n.preemptions} > 0")
     return [
         Alert(
             name="VllmKVCachePressure",
-            expr=f"{usage} > {number(a.kv_usage_threshold)}",
+            expr=(
+                f"{usage} > {number(a.kv_usage_threshold)}\nand {sc.on_instance_model}\n(\n  "
+                + "\n  or\n  ".join(pressed)
+                + "\n)"
+            ),
             for_=a.kv_usage_for,
             severity="warning",
-            summary="vLLM's KV cache is nearly full.",
+            summary="vLLM's KV cache is full and requests wait for it.",
             description=(
                 f"KV-cache usage of {sc.where}{engine} is {{{{ $value | humanizePercentage }}}} "
-                f"(threshold {percent(a.kv_usage_threshold)}, for {a.kv_usage_for}); "
-                "requests will be preempted."
+                f"(threshold {percent(a.kv_usage_threshold)}, for {a.kv_usage_for}) while requests wait"
+                + (" or are preempted" if v.res.has("preemptions") else "")
+                + "."
             ),
             dashboard="kv_cache",
         )
@@ -315,25 +328,47 @@ def _throttled(rules: list[Alert], io: Inputs) -> list[Case]:
 def _kv_pressure(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
     threshold = io.cfg.alerts.kv_usage_threshold
-    sig = io.res["kv_cache_usage"]
+    sig, waiting = io.res["kv_cache_usage"], io.res["requests_waiting"]
     span = minutes(rule.for_) + 5
     hot = round(threshold + (1 - threshold) / 2, 6)
-    fire = Case(f"VllmKVCachePressure fires after {rule.for_} at {hot:g}, for the engine that fills")
-    io.gauge(fire, sig, hot, span, engine="0")
-    if sig.has_label("engine"):
-        # Max, not sum or average: the second engine's 0.1 must not hide the first.
-        io.gauge(fire, sig, 0.1, span, engine="1")
-    io.gauge(fire, sig, 0.1, span, instance=NEIGHBOUR)
+    engines = sig.has_label("engine")
+
+    def usage(case: Case, value: float) -> None:
+        io.gauge(case, sig, value, span, engine="0")
+        if engines:
+            # Max, not sum or average: the second engine's 0.1 must not hide the first.
+            io.gauge(case, sig, 0.1, span, engine="1")
+
     # Per engine where the source has engines: the alert names the one that fills.
-    labels = {**io.result(), "engine": "0"} if sig.has_label("engine") else io.result()
+    labels = {**io.result(), "engine": "0"} if engines else io.result()
+    fire = Case(
+        f"VllmKVCachePressure fires after {rule.for_} at {hot:g} while requests wait, for the engine that fills"
+    )
+    usage(fire, hot)
+    io.gauge(fire, waiting, 3, span)
+    io.gauge(fire, sig, 0.1, span, instance=NEIGHBOUR)
     fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, hot)])
+    busy = Case(f"VllmKVCachePressure stays silent at {hot:g} while nothing waits and nothing is preempted")
+    usage(busy, hot)
+    io.gauge(busy, waiting, 0, span)
+    if io.res.has("preemptions"):
+        io.counter(busy, io.res["preemptions"], 0, span)
+    busy.checks = [Check(span - 1, rule.name, [])]
     cool = threshold  # exactly at the threshold: `>` must not fire
-    silent = Case(f"VllmKVCachePressure stays silent at exactly {cool:g}")
-    io.gauge(silent, sig, cool, span, engine="0")
-    if sig.has_label("engine"):
-        io.gauge(silent, sig, cool, span, engine="1")
+    silent = Case(f"VllmKVCachePressure stays silent at exactly {cool:g}, requests waiting")
+    usage(silent, cool)
+    io.gauge(silent, waiting, 3, span)
     silent.checks = [Check(span - 1, rule.name, [])]
-    return [fire, silent]
+    cases = [fire, busy, silent]
+    if io.res.has("preemptions"):
+        preempting = Case(f"VllmKVCachePressure fires at {hot:g} while requests are preempted, none waiting")
+        usage(preempting, hot)
+        io.gauge(preempting, waiting, 0, span)
+        io.counter(preempting, io.res["preemptions"], 5, span)
+        # The preemption rate exists from the counter's second sample.
+        preempting.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, labels, hot)])
+        cases.append(preempting)
+    return cases
 
 
 def _kv_filling(rules: list[Alert], io: Inputs) -> list[Case]:
