@@ -131,6 +131,12 @@ class AlertsSection:
     )
     throttled_window: str = knob("10m", "VllmSchedulerThrottled: window over which the queue grows")
     throttled_for: str = knob("10m", "VllmSchedulerThrottled: how long it must hold")
+    max_num_seqs: float = knob(
+        0,
+        "the servers' --max-num-seqs (times the data-parallel engines), so VllmSchedulerThrottled and "
+        "VllmGpuIdleWhileBusy can tell 'every slot taken'; 0: the peak of running requests over the last "
+        "hour stands for it",
+    )
     kv_usage_threshold: float = knob(0.90, "KV-cache usage (0-1) above this warns")
     kv_usage_for: str = knob("1m", "how long KV-cache usage must stay above the threshold")
     kv_predict_window: str = knob("15m", "VllmKVCacheFillingUp: history used for the linear prediction")
@@ -381,11 +387,6 @@ class GpuSection:
         "peak (slots held by clients that stopped reading)",
     )
     idle_for: str = knob("10m", "VllmGpuIdleWhileBusy: how long it must hold")
-    max_num_seqs: float = knob(
-        0,
-        "the servers' --max-num-seqs, so VllmGpuIdleWhileBusy can tell 'every slot taken'; 0: take the "
-        "peak of running requests over the last hour instead",
-    )
     xid_window: str = knob("10m", "an XID error (a GPU fault) keeps VllmGpuXidError firing this long")
 
 

@@ -45,7 +45,7 @@ BUNDLES = {
     "instance-multi-cluster": {"gpu": {"enabled": True}, "prometheus": MULTI},
     "pod": {"gpu": POD},
     "pod-multi-cluster": {"gpu": POD, "prometheus": MULTI},
-    "max-num-seqs": {"gpu": {"enabled": True, "max_num_seqs": 256}},
+    "max-num-seqs": {"gpu": {"enabled": True}, "alerts": {"max_num_seqs": 256}},
     "custom": {
         "gpu": {
             "enabled": True,
@@ -55,8 +55,8 @@ BUNDLES = {
             "idle_utilization_below": 0.25,
             "idle_for": "7m",
             "xid_window": "20m",
-            "max_num_seqs": 64,
         },
+        "alerts": {"max_num_seqs": 64},
         "prometheus": {"vllm_job": "inference", "extra_selector": 'namespace="serving"'},
     },
 }
@@ -287,8 +287,9 @@ def test_the_check_catches_an_undeclared_dcgm_series(bundles, exporter, tmp_path
 @pytest.mark.parametrize("name", list(BUNDLES))
 def test_gpu_bundles_pass_promtool_and_their_generated_tests(bundles, name):
     bundle = bundles[name]
-    if name in ("instance", "instance-multi-cluster", "pod", "pod-multi-cluster"):
-        check_and_test(bundle)  # every rule file, the config and every generated test
+    if name in ("instance", "instance-multi-cluster", "pod", "pod-multi-cluster", "max-num-seqs"):
+        # every rule file, the config and every generated test (max_num_seqs is the scheduler's too)
+        check_and_test(bundle)
     else:
         # These settings change only the GPU rules: their checks and the GPU tests suffice.
         rules = sorted(str(p.relative_to(bundle)) for p in (bundle / "alerts").glob("*.rules.yml"))

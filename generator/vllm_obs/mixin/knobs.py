@@ -74,12 +74,13 @@ def _doc(section: type, key: str) -> str:
     return next(f.metadata["doc"] for f in dataclasses.fields(section) if f.name == key)
 
 
-# GPU knobs that only change values (max_num_seqs 0 changes the rule's shape: not a knob).
+# GPU knobs that only change values.
 GPU_KNOBS = ("memory_full_threshold", "memory_full_for", "idle_utilization_below", "idle_for", "xid_window")
 
 
-# Bucket bounds of a histogram: the generator refuses any other value (see check_bucket_bound).
-BUCKET_BOUND_KNOBS = ("ttft_p95_warning_seconds", "itl_p95_warning_seconds")
+# Not mixin knobs: bucket bounds of a histogram, which the generator refuses any other value of
+# (see check_bucket_bound), and max_num_seqs, whose 0 changes the rules' shape (the hour's peak).
+NOT_KNOBS = ("ttft_p95_warning_seconds", "itl_p95_warning_seconds", "max_num_seqs")
 
 
 def value_knobs() -> list[Knob]:
@@ -87,7 +88,7 @@ def value_knobs() -> list[Knob]:
     objectives, the GPU limits."""
     out = []
     for f in dataclasses.fields(AlertsSection):
-        if f.name in BUCKET_BOUND_KNOBS:
+        if f.name in NOT_KNOBS:
             continue
         kind = "number" if f.type in (float, "float") else "duration"
         out.append(Knob(camel(f.name), "alerts", f.name, kind, f.metadata["doc"]))

@@ -7,6 +7,21 @@ from ..exporter_series import LOG, select
 from ..promql import number, seconds, selector
 from ..vocabulary import Vocabulary, by
 
+# With alerts.max_num_seqs 0, running requests at their peak of this window stand for the limit.
+PEAK_WINDOW = "1h"
+
+
+def slots_full(v: Vocabulary) -> tuple[str, str]:
+    """Running requests at the server's limit (alerts.max_num_seqs, or with 0 their peak of the
+    last PEAK_WINDOW), and how a description names that limit."""
+    running, limit = v.names.requests_running, v.cfg.alerts.max_num_seqs
+    if limit > 0:
+        return f"{running} >= {number(limit)}", f"--max-num-seqs ({number(limit)})"
+    return (
+        f"{running} > 0\nand\n{running} >= max_over_time({running}[{PEAK_WINDOW}])",
+        f"their peak of the last {PEAK_WINDOW}",
+    )
+
 
 def human_seconds(value: float) -> str:
     if value < 1:

@@ -25,7 +25,7 @@ from ...promql import number, selector
 from ...vocabulary import GpuNames as G
 from ...vocabulary import Scope, Vocabulary, by
 from ..declaration import PER_REPLICA, Declared, Inhibition
-from ..expressions import percent
+from ..expressions import PEAK_WINDOW, percent, slots_full
 from ..gpu_inputs import FB_RESERVED_MIB, FB_TOTAL_MIB, exact_total, memory_ratio, style_name, styles
 from ..model import Alert, Group, Recording
 from ..runbook_kit import Section
@@ -35,8 +35,6 @@ from ..scenario_kit import NEIGHBOUR, REPLICA, Case, Check, Expect, Inputs, boun
 # name, so the recording group and the alert group must not share one.
 RECORDING_GROUP = "vllm-obs.gpu-recording"
 GROUP = "vllm-obs.gpu"
-
-PEAK_WINDOW = "1h"  # VllmGpuIdleWhileBusy with max_num_seqs 0: running requests at their peak of this
 
 
 def declarations(v: Vocabulary) -> list[Declared]:
@@ -133,19 +131,19 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmGpuIdleWhileBusy",
-            knobs=("gpu.idle_utilization_below", "gpu.idle_for", "gpu.max_num_seqs"),
+            knobs=("gpu.idle_utilization_below", "gpu.idle_for", "alerts.max_num_seqs"),
             on=on,
             build=_idle_while_busy,
             needs=("requests_running",),
             panel="GPU utilisation against running requests",
             runbook=Section(
                 meaning=(
-                    "Running requests have held the server's limit (`gpu.max_num_seqs`, or with 0 their peak "
+                    "Running requests have held the server's limit (`alerts.max_num_seqs`, or with 0 their peak "
                     f"of the last {PEAK_WINDOW}) while its GPUs were busy less than `gpu.idle_utilization_below` "
                     "of the time for `gpu.idle_for`. Slots are taken but nobody works on them: most often "
                     "streams whose clients stopped reading, so their requests neither finish nor free the "
                     "slot, and every new request queues behind them. With data-parallel engines the running "
-                    "count is the server's total: set `gpu.max_num_seqs` to the engines times `--max-num-seqs`. "
+                    "count is the server's total: set `alerts.max_num_seqs` to the engines times `--max-num-seqs`. "
                     + _joins_text()
                 ),
                 confirm=[
@@ -321,13 +319,7 @@ def _memory_rule(v: Vocabulary) -> list[Alert]:
 
 def _idle_while_busy(v: Vocabulary) -> list[Alert]:
     g, sc = v.cfg.gpu, v.targets
-    running = v.names.requests_running
-    if g.max_num_seqs > 0:
-        full = f"{running} >= {number(g.max_num_seqs)}"
-        limit = f"--max-num-seqs ({number(g.max_num_seqs)})"
-    else:
-        full = f"{running} > 0\nand\n{running} >= max_over_time({running}[{PEAK_WINDOW}])"
-        limit = f"their peak of the last {PEAK_WINDOW}"
+    full, limit = slots_full(v)
     return [
         Alert(
             name="VllmGpuIdleWhileBusy",
@@ -482,12 +474,12 @@ def _idle(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
     g_cfg = io.cfg.gpu
     running = io.res["requests_running"]
-    limit = g_cfg.max_num_seqs if g_cfg.max_num_seqs > 0 else 8
+    limit = io.cfg.alerts.max_num_seqs if io.cfg.alerts.max_num_seqs > 0 else 8
     idle = round(g_cfg.idle_utilization_below * 100 / 2, 9)  # percent, as DCGM reports it
     # Exactly at the threshold (10 / 100 is the double 0.1): `<` must not hold.
     busy = round(g_cfg.idle_utilization_below * 100, 9)
     span = minutes(rule.for_) + 5
-    limit_text = f"--max-num-seqs {number(limit)}" if g_cfg.max_num_seqs > 0 else "their peak"
+    limit_text = f"--max-num-seqs {number(limit)}" if io.cfg.alerts.max_num_seqs > 0 else "their peak"
     cases = []
     for g in styles(io):
         fire = Case(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from ...promql import number, seconds, selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
-from ..expressions import percent, traffic
+from ..expressions import percent, slots_full, traffic
 from ..model import Alert
 from ..runbook_kit import Section
-from ..scenario_kit import NEIGHBOUR, Case, Check, Expect, Inputs, boundary, minutes
+from ..scenario_kit import NEIGHBOUR, Case, Check, Expect, Inputs, boundary, minutes, series_text
 
 GROUP = "vllm-obs.saturation"
 
@@ -45,13 +45,19 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmSchedulerThrottled",
-            knobs=("alerts.throttled_kv_usage_below", "alerts.throttled_window", "alerts.throttled_for"),
+            knobs=(
+                "alerts.throttled_kv_usage_below",
+                "alerts.throttled_window",
+                "alerts.throttled_for",
+                "alerts.max_num_seqs",
+            ),
             build=_scheduler_throttled,
             needs=("requests_waiting", "requests_running", "kv_cache_usage"),
             panel="Waiting vs running",
             runbook=Section(
                 meaning=(
-                    "The queue keeps growing while the KV cache has room and requests are running: vLLM is "
+                    "The queue keeps growing while the KV cache has room and running requests sit at the "
+                    "server's limit (`alerts.max_num_seqs`, or with 0 their peak of the last hour): vLLM is "
                     "not short of memory, it is capped by its scheduler limits (the maximum number of "
                     "sequences or batched tokens per step)."
                 ),
@@ -176,6 +182,8 @@ def _queue_depth(v: Vocabulary) -> list[Alert]:
 
 def _scheduler_throttled(v: Vocabulary) -> list[Alert]:
     a, sc, n = v.cfg.alerts, v.scope, v.names
+    # Every slot taken: a queue beside free slots is not the scheduler's limit.
+    full, limit = slots_full(v)
     return [
         Alert(
             name="VllmSchedulerThrottled",
@@ -183,15 +191,15 @@ def _scheduler_throttled(v: Vocabulary) -> list[Alert]:
                 f"{n.requests_waiting} > 0\n"
                 f"and {sc.on_instance_model}\nderiv({n.requests_waiting}[{a.throttled_window}]) > 0\n"
                 f"and {sc.on_instance_model}\n{n.kv_cache_usage} < {number(a.throttled_kv_usage_below)}\n"
-                f"and {sc.on_instance_model}\n{n.requests_running} > 0"
+                f"and {sc.on_instance_model}\n(\n{full}\n)"
             ),
             for_=a.throttled_for,
             severity="warning",
             summary="vLLM's queue grows while the KV cache has room: the scheduler limits are the bottleneck.",
             description=(
                 f"The queue on {sc.where} has kept growing for {a.throttled_window} ({{{{ $value }}}} waiting) "
-                f"while KV-cache usage stays below {percent(a.throttled_kv_usage_below)}; "
-                "raise --max-num-seqs or --max-num-batched-tokens."
+                f"while KV-cache usage stays below {percent(a.throttled_kv_usage_below)} and running "
+                f"requests sit at {limit}; raise --max-num-seqs or --max-num-batched-tokens."
             ),
             dashboard="kv_cache",
         )
@@ -306,23 +314,38 @@ def _throttled(rules: list[Alert], io: Inputs) -> list[Case]:
     span = minutes(rule.for_) + 15
     waiting, running, kv = io.res["requests_waiting"], io.res["requests_running"], io.res["kv_cache_usage"]
     low, high = a.throttled_kv_usage_below * 0.5, min(1.0, a.throttled_kv_usage_below + 0.1)
+    # Running requests at the limit: alerts.max_num_seqs, or (with 0) a steady count at its own peak.
+    at_limit = a.max_num_seqs if a.max_num_seqs > 0 else 4
     fire = Case(f"VllmSchedulerThrottled fires when the queue grows for {rule.for_} while KV usage is low")
     io.ramp(fire, waiting, 1, 1, span)
-    io.gauge(fire, running, 4, span)
+    io.gauge(fire, running, at_limit, span)
     io.gauge(fire, kv, low, span)
     start, fire_at = 1, 1 + minutes(rule.for_)
     fire.checks = boundary(rule.name, start, rule.for_, [Expect(rule, io.result(), 1 + fire_at)])
     memory = Case("VllmSchedulerThrottled stays silent when the KV cache, not the scheduler, is the limit")
     io.ramp(memory, waiting, 1, 1, span)
-    io.gauge(memory, running, 4, span)
+    io.gauge(memory, running, at_limit, span)
     io.gauge(memory, kv, high, span)
     memory.checks = [Check(span - 1, rule.name, [])]
     flat = Case("VllmSchedulerThrottled stays silent while the queue holds steady")
     io.gauge(flat, waiting, 5, span)
-    io.gauge(flat, running, 4, span)
+    io.gauge(flat, running, at_limit, span)
     io.gauge(flat, kv, low, span)
     flat.checks = [Check(span - 1, rule.name, [])]
-    return [fire, memory, flat]
+    # Below the limit (alerts.max_num_seqs, or the hour's peak): the queue waits on something else.
+    below = Case("VllmSchedulerThrottled stays silent while running requests are below the limit")
+    io.ramp(below, waiting, 1, 1, span)
+    if a.max_num_seqs > 0:
+        io.gauge(below, running, at_limit - 1, span)
+    else:
+        limit = 8  # the hour's peak, then half of it
+        below.add(
+            series_text(running.name, io.labels(signal=running)),
+            f"{number(limit)}+0x4 {number(limit / 2)}+0x{span - 5}",
+        )
+    io.gauge(below, kv, low, span)
+    below.checks = [Check(span - 1, rule.name, [])]
+    return [fire, memory, flat, below]
 
 
 def _kv_pressure(rules: list[Alert], io: Inputs) -> list[Case]:
