@@ -44,6 +44,8 @@
     ttftFor: '3m',
     // how long the inter-token latency condition must hold (vllm-obs.yml alerts.itl_for)
     itlFor: '5m',
+    // how long the queue-time condition must hold (vllm-obs.yml alerts.queue_time_for)
+    queueTimeFor: '3m',
     // requests (the canary's left out) a replica must finish within rate_window before its latency,
     // error and preemption alerts judge it, so one slow request on an idle replica does not alert
     // (vllm-obs.yml alerts.min_requests)

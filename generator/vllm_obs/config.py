@@ -114,6 +114,12 @@ class AlertsSection:
         "bucket bound of the histogram",
     )
     itl_for: str = knob("5m", "how long the inter-token latency condition must hold")
+    queue_time_p95_warning_seconds: float = knob(
+        1.0,
+        "one replica's p95 time waiting for a slot above this warns: the queue's share of time to "
+        "first token; a bucket bound of the histogram",
+    )
+    queue_time_for: str = knob("3m", "how long the queue-time condition must hold")
     min_requests: float = knob(
         20,
         "requests (the canary's left out) a replica must finish within rate_window before its "

@@ -45,6 +45,23 @@ local values = import '../lib/values.libsonnet';
               dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=767126' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
+          {
+            alert: 'VllmHighQueueTime',
+            expr:
+              'job_instance_model:vllm_request_queue_time_seconds:p95_' + v.rateWindow + ' > 1\n' +
+              'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
+              'job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' * ' + v.rateWindowSeconds + ' >= ' + v.minRequests,
+            'for': v.queueTimeFor,
+            labels: {
+              severity: 'warning',
+            },
+            annotations: {
+              summary: 'vLLM p95 time waiting for a slot (queue time) is above 1s.',
+              description: 'p95 time waiting for a slot (queue time) of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold 1s, for ' + v.queueTimeFor + ').',
+              runbook_url: c.runbookURLPattern % 'vllmhighqueuetime',
+              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=3224446' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
         ],
       },
       {

@@ -1194,7 +1194,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'p50, p95 and p99 over ' + v.rateWindow + ', from vllm:request_queue_time_seconds.',
+          description: 'p50, p95 and p99 over ' + v.rateWindow + ', from vllm:request_queue_time_seconds. Dashed: the replica warning\'s threshold (p95); the SLO burn alerts page.',
           editable: true,
           'error': false,
           fieldConfig: {
@@ -1227,7 +1227,7 @@ local values = import '../lib/values.libsonnet';
                 spanNulls: true,
                 stacking: {},
                 thresholdsStyle: {
-                  mode: 'off',
+                  mode: 'dashed',
                 },
               },
               decimals: null,
@@ -1243,6 +1243,14 @@ local values = import '../lib/values.libsonnet';
                     line: true,
                     op: 'gt',
                     value: null,
+                    yaxis: 'left',
+                  },
+                  {
+                    color: 'orange',
+                    index: 1,
+                    line: true,
+                    op: 'gt',
+                    value: 1.0,
                     yaxis: 'left',
                   },
                 ],

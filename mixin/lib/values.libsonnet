@@ -9,6 +9,7 @@ function(c)
   local rateWindowSeconds = std.toString(f.seconds(c.rateWindow));
   local ttftFor = c.ttftFor;
   local itlFor = c.itlFor;
+  local queueTimeFor = c.queueTimeFor;
   local minRequests = f.number(c.minRequests);
   local queueWaitingThreshold = f.number(c.queueWaitingThreshold);
   local queueWaitingThresholdG = f.g(c.queueWaitingThreshold);
@@ -101,6 +102,7 @@ function(c)
   rateWindowSeconds: rateWindowSeconds,
   ttftFor: ttftFor,
   itlFor: itlFor,
+  queueTimeFor: queueTimeFor,
   minRequests: minRequests,
   queueWaitingThreshold: queueWaitingThreshold,
   queueWaitingThresholdG: queueWaitingThresholdG,

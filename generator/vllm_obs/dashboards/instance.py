@@ -100,7 +100,15 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
         )
     if "request_queue_time" in res.signals:
         out.append(
-            latency_panel(f, "request_queue_time", "Queue time", "job_instance_model", f.replica, LEGEND)
+            latency_panel(
+                f,
+                "request_queue_time",
+                "Queue time",
+                "job_instance_model",
+                f.replica,
+                LEGEND,
+                warn=a.queue_time_p95_warning_seconds,
+            )
         )
     if "request_time_per_output_token" in res.signals:
         sig = res["request_time_per_output_token"]

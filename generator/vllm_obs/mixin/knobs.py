@@ -80,7 +80,12 @@ GPU_KNOBS = ("memory_full_threshold", "memory_full_for", "idle_utilization_below
 
 # Not mixin knobs: bucket bounds of a histogram, which the generator refuses any other value of
 # (see check_bucket_bound), and max_num_seqs, whose 0 changes the rules' shape (the hour's peak).
-NOT_KNOBS = ("ttft_p95_warning_seconds", "itl_p95_warning_seconds", "max_num_seqs")
+NOT_KNOBS = (
+    "ttft_p95_warning_seconds",
+    "itl_p95_warning_seconds",
+    "queue_time_p95_warning_seconds",
+    "max_num_seqs",
+)
 
 
 def value_knobs() -> list[Knob]:

@@ -113,6 +113,43 @@ def declarations(v: Vocabulary) -> list[Declared]:
             scenarios=_p95_cases("inter_token_latency"),
             symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
+        Declared(
+            name="VllmHighQueueTime",
+            knobs=("alerts.queue_time_p95_warning_seconds", "alerts.queue_time_for", "alerts.min_requests"),
+            build=lambda v: _p95_rules(
+                v,
+                "request_queue_time",
+                "VllmHighQueueTime",
+                "time waiting for a slot (queue time)",
+                a.queue_time_p95_warning_seconds,
+                a.queue_time_for,
+                "alerts.queue_time_p95_warning_seconds",
+            ),
+            needs=("request_queue_time",),
+            panel="Queue time",
+            runbook=Section(
+                meaning=(
+                    "Requests wait for a slot before vLLM schedules them: the 95th percentile queue time of "
+                    "one replica and model has stayed above the threshold. Every second of it is a second of "
+                    "time to first token, whatever the prompt; unlike the queue's depth it does not depend "
+                    "on how many slots the server has."
+                ),
+                confirm=[
+                    "p95 per replica: `{queue_p95}`",
+                    "Waiting against running: `{waiting}`, `{running}` (running at `--max-num-seqs` and the "
+                    "KV cache with room: VllmSchedulerThrottled)",
+                    "Is the KV cache full? `{kv}` (see VllmKVCachePressure)",
+                ],
+                act=[
+                    "More capacity than one server has: add replicas behind the load balancer, or autoscale "
+                    "on `vllm:num_requests_waiting`.",
+                    "Slots free but the queue waits: raise `--max-num-seqs` / `--max-num-batched-tokens`.",
+                    "KV cache full: the remedies of VllmKVCachePressure.",
+                ],
+            ),
+            scenarios=_p95_cases("request_queue_time"),
+            symptoms=(DEAD_SERVER, PER_REPLICA),
+        ),
     ]
 
 
