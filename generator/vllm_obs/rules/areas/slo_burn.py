@@ -225,9 +225,65 @@ def _burn_cases(name: str) -> Builder:
         if io.cfg.prometheus.probes:
             cases.append(_canary_only(io, slo, rules[0]))
         cases += _floor_cases(io, slo, rules, tiers)
+        cases += _burst_cases(io, slo, rules, tiers)
         return cases
 
     return build
+
+
+# A burst of misses that stops, per paging tier: (minute it stops, minute judged after it). The
+# tier fires during the burst; once it stops, its short window lets go within that window (and the
+# 5 minutes its rates look back) while the long one still burns, so the tier resolves: the short
+# window is what makes a tier stop paging for an incident that is over. Judged before a slower
+# tier's `for` can have passed (6h/30m fires at 16, 1d/2h at 61).
+BURSTS = {("1h", "5m"): (6, 13), ("6h", "30m"): (20, 57)}
+
+
+def _burst_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]) -> list[Case]:
+    budget = 1 - slo.objective
+    cases = []
+    for tier, (stop, after) in BURSTS.items():
+        rule = tiers[tier]
+        factors = {(t.long, t.short): t.factor for t in BURN_TIERS}
+        if factors[tier] * budget >= 1:
+            continue  # no share of misses reaches this burn rate
+        case = Case(
+            f"{rule.name}: every request misses for {stop} minutes, then none: the {tier[0]}/{tier[1]} tier "
+            f"fires, then lets go once its {tier[1]} window is clear"
+        )
+        burst, clean = Case("burst"), Case("clean")
+        _events(burst, io, slo, PER_MIN, PER_MIN)
+        _events(clean, io, slo, PER_MIN, 0)
+        case.series = _spliced(burst.series, clean.series, stop, after + 1)
+        # During the burst every tier fast enough to have passed its `for` fires, at a miss ratio of 1.
+        during = [
+            Expect(tiers[t], io.fleet_result(), 1.0)
+            for t, f in factors.items()
+            if f * budget < 1 and 1 + minutes(tiers[t].for_) <= stop - 1
+        ]
+        case.checks = [Check(stop - 1, rule.name, during), Check(after, rule.name, [])]
+        cases.append(case)
+    return cases
+
+
+def _spliced(first: dict[str, str], then: dict[str, str], at: int, span: int) -> dict[str, str]:
+    """Series that follow `first` up to minute `at`, then go on at the rates of `then` (a series
+    `then` lacks stays where it was). Both hold `a+bxN` counters or gauges."""
+    out = {}
+    for key in sorted(set(first) | set(then)):
+        start, step = _start_step(first.get(key, "0+0x1"))
+        _, later = _start_step(then.get(key, f"{number(start)}+0x1"))
+        reached = start + step * at
+        out[key] = (
+            f"{number(start)}+{number(step)}x{at} {number(reached + later)}+{number(later)}x{span - at - 1}"
+        )
+    return out
+
+
+def _start_step(values: str) -> tuple[float, float]:
+    start, _, rest = values.partition("+")
+    step, _, _ = rest.partition("x")
+    return float(start), float(step)
 
 
 def _floor_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]) -> list[Case]:
