@@ -29,7 +29,7 @@ secrets:
 ## Both halves always run; the target fails if either does.
 test: venv system-deps vllm-venv
 	@status=0; \
-	$(BIN)/python -m pytest -m "not drill" -n 2 --durations=15 || status=1; \
+	$(BIN)/python -m pytest -m "not drill" -n 2 --dist worksteal --durations=15 || status=1; \
 	$(BIN)/python -m pytest -m drill || status=1; \
 	exit $$status
 

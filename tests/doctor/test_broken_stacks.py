@@ -51,7 +51,12 @@ def test_a_stack_whose_only_trouble_is_no_traffic_is_healthy(tmp_path):
     assert "Verdict: HEALTHY with" in run.out
     oks = {c["subject"] for c in run.checks("ok")}
     assert {"vLLM (job vllm)", "log exporter (job vllm-log-exporter)", "Prometheus → Alertmanager"} <= oks
-    assert {"VllmObsWatchdog in Alertmanager", "Alertmanager receivers", "log exporter instance", "silences"} <= oks
+    assert {
+        "VllmObsWatchdog in Alertmanager",
+        "Alertmanager receivers",
+        "log exporter instance",
+        "silences",
+    } <= oks
     # Every rule group is loaded and the same as on disk.
     groups = [c for c in run.checks("ok", "rules") if c["subject"].startswith("vllm-obs.")]
     assert groups and all("same" in c["message"] for c in groups)
@@ -224,7 +229,9 @@ def test_silences_that_hide_vllm_alerts(tmp_path):
         )
         unrelated = silence(am, [{"name": "alertname", "value": "NodeDiskFull", "isRegex": False}], "disk")
         run = stack.doctor()
-        watchdog_id = silence(am, [{"name": "alertname", "value": "VllmObsWatchdog", "isRegex": False}], "noisy")
+        watchdog_id = silence(
+            am, [{"name": "alertname", "value": "VllmObsWatchdog", "isRegex": False}], "noisy"
+        )
         wait_until(
             lambda: any(
                 a["labels"]["alertname"] == "VllmObsWatchdog" and a["status"]["state"] == "suppressed"
@@ -243,7 +250,8 @@ def test_silences_that_hide_vllm_alerts(tmp_path):
     assert_consistent(silenced)
     assert silenced.code == 1
     assert any(
-        c["subject"] == "VllmObsWatchdog in Alertmanager" and "silenced" in c["message"] for c in fails(silenced)
+        c["subject"] == "VllmObsWatchdog in Alertmanager" and "silenced" in c["message"]
+        for c in fails(silenced)
     )
     assert any(c["subject"] == f"silence {watchdog_id}" for c in silenced.checks("warn"))
 

@@ -14,7 +14,9 @@ def _warnings(capsys, tmp_path, links: dict | None) -> list[str]:
         args += ["--config", str(config)]
     capsys.readouterr()
     assert vllm_obs(args) == 0
-    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("vllm-obs: warning: links.")]
+    return [
+        line for line in capsys.readouterr().err.splitlines() if line.startswith("vllm-obs: warning: links.")
+    ]
 
 
 def test_the_default_links_are_said_not_to_open_from_a_pager(capsys, tmp_path):
@@ -31,7 +33,10 @@ def test_reachable_links_are_not_warned_about(capsys, tmp_path):
     }
     assert _warnings(capsys, tmp_path, links) == []
     rules = (tmp_path / "bundle" / "alerts" / "vllm-alerts.rules.yml").read_text()
-    assert "runbook_url: https://git.example.com/ops/vllm-obs/blob/main/alerts/runbooks.md#vllmtargetdown" in rules
+    assert (
+        "runbook_url: https://git.example.com/ops/vllm-obs/blob/main/alerts/runbooks.md#vllmtargetdown"
+        in rules
+    )
     assert "dashboard_url: https://grafana.example.com/d/vllm-obs-" in rules
 
 

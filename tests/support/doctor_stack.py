@@ -418,7 +418,9 @@ def stand_in_stack(
             )
         elif wait_for_watchdog:
             wait_until(
-                lambda: bool(prom.api("/api/v1/query", query='ALERTS{alertname="VllmObsWatchdog"}')["result"]),
+                lambda: bool(
+                    prom.api("/api/v1/query", query='ALERTS{alertname="VllmObsWatchdog"}')["result"]
+                ),
                 "the Watchdog alert to fire in Prometheus",
             )
         yield Stack(bundle, prom, am, vllm.address, exporter, webhook)
