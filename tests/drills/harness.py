@@ -272,11 +272,20 @@ class Judge:
             for n in self.stack.recorder.records(since, until)
             if n.firing(alert, instance=self.part.instance)
         ]
-        ok = bool(spans) and bool(suppressed) and bool(sources & {by, *or_by}) and not notes
+        # Once every inhibitor has resolved, Alertmanager may rightly tell of an alert that still
+        # fires for an evaluation or two: a notification before that is the failure.
+        held_until = max((b for name in (by, *or_by) for _, b in self.firing_spans(name)), default=until)
+        during = [n for n in notes if n.received <= held_until + 1]
+        ok = bool(spans) and bool(suppressed) and bool(sources & {by, *or_by}) and not during
         detail = (
             f"firing in Prometheus {sum(b - a for a, b in spans):.0f} s; "
             f"suppressed in Alertmanager in {len(suppressed)}/{len(states)} samples, inhibited by "
-            f"{', '.join(sorted(sources)) or 'nothing'}; {len(notes)} notification(s)"
+            f"{', '.join(sorted(sources)) or 'nothing'}; {len(during)} notification(s) while held"
+            + (
+                f", {len(notes) - len(during)} after its inhibitors resolved"
+                if len(notes) > len(during)
+                else ""
+            )
         )
         self.part.check(f"{alert} fires but is inhibited by {' or '.join((by, *or_by))}", ok, detail)
 
