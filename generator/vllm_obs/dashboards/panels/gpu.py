@@ -35,8 +35,8 @@ def _against_load(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
     if "requests_running" in res.signals:
         running = f"{n.requests_running}{f.replica}"
         slots = (
-            f"{running} / {number(g.max_num_seqs)}"
-            if g.max_num_seqs
+            f"{running} / {number(cfg.alerts.max_num_seqs)}"
+            if cfg.alerts.max_num_seqs
             else f"{running}\n/\n(max_over_time({running}[1h]) > 0)"
         )
         queries.append(Query(slots, f"slots in use {LEGEND}"))
@@ -46,8 +46,8 @@ def _against_load(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
             description=(
                 "Mean GPU utilisation of each server's GPUs, and the share of its request slots in use "
                 + (
-                    f"(running / --max-num-seqs {number(g.max_num_seqs)})"
-                    if g.max_num_seqs
+                    f"(running / --max-num-seqs {number(cfg.alerts.max_num_seqs)})"
+                    if cfg.alerts.max_num_seqs
                     else "(running / its peak over the last hour)"
                 )
                 + f". Slots full while utilisation stays below {g.idle_utilization_below:.0%} (dashed) for "

@@ -503,7 +503,7 @@ def _idle(rules: list[Alert], io: Inputs) -> list[Case]:
         g.utilization(working, REPLICA, index, busy, span)
     working.checks = [Check(span - 1, rule.name, [])]
     cases.append(working)
-    if g_cfg.max_num_seqs > 0:
+    if io.cfg.alerts.max_num_seqs > 0:
         below = Case(f"VllmGpuIdleWhileBusy stays silent with idle GPUs and {number(limit - 1)} running")
         g.vllm_up(below, REPLICA, span)
         io.gauge(below, running, limit - 1, span)
