@@ -377,7 +377,9 @@ def check_alerts(prom: Prometheus, expected: list[dict], settled: bool) -> dict:
     settled: the run was long enough for every `for` to elapse, so every expected alert
     must be firing; else pending counts too."""
     seen = prom.query("ALERTS")
-    want = {(e["alertname"], e["severity"], e["instance"]) for e in expected} | {("VllmObsWatchdog", "info", "")}
+    want = {(e["alertname"], e["severity"], e["instance"]) for e in expected} | {
+        ("VllmObsWatchdog", "info", "")
+    }
 
     def key(m: dict) -> tuple[str, str, str]:
         return (m["alertname"], m.get("severity", ""), m.get("instance", ""))

@@ -13,21 +13,24 @@ from benchmarks.mutation.run import Bundle, run
 pytestmark = pytest.mark.prometheus
 
 REPORT = REPO / "docs" / "mutation.md"
-SAMPLE = 12  # mutants of the default bundle, spread evenly over its rules
+SAMPLE = 10  # mutants of the default bundle, spread evenly over its rules
 
 
 def reported() -> tuple[dict[str, str], set[str]]:
     """(bundle -> digest from the report's table, ids the report lists as survivors)."""
     text = REPORT.read_text("utf-8")
     digests = dict(re.findall(r"^\| ([^|]+?) \| `([0-9a-f]{16})` \|", text, re.M))
-    survivors = set(re.findall(r"^- `([^`]+)`: ", text, re.M))
+    # An id may hold backticks itself ("drop the left operand of `and`").
+    survivors = set(re.findall(r"^- `(.+)`: (?:equivalent|\*\*survives)", text, re.M))
     return digests, survivors
 
 
 def test_the_report_is_of_these_rules_and_tests(tmp_path):
     digests, _ = reported()
-    current = {DEFAULT: digest(REPO), EVERYTHING: digest(generate_everything(tmp_path))}
-    assert digests == current, "docs/mutation.md is stale: run `make mutation` and commit it"
+    assert DEFAULT in digests
+    current = {DEFAULT: lambda: digest(REPO), EVERYTHING: lambda: digest(generate_everything(tmp_path))}
+    for bundle, written in digests.items():
+        assert written == current[bundle](), "docs/mutation.md is stale: run `make mutation` and commit it"
 
 
 def test_a_fixed_sample_of_verdicts_holds():
