@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ...exporter_series import PROBE, select
 from ...promql import bucket_text, le_matcher, number, seconds, selector
 from ...vocabulary import BURN_TIERS, SLO_WINDOWS, Slo, Vocabulary, by, requests_in
@@ -267,23 +269,36 @@ def _burst_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str
 
 
 def _spliced(first: dict[str, str], then: dict[str, str], at: int, span: int) -> dict[str, str]:
-    """Series that follow `first` up to minute `at`, then go on at the rates of `then` (a series
-    `then` lacks stays where it was). Both hold `a+bxN` counters or gauges."""
+    """Series that follow `first` up to minute `at`, then move as `then` moves (a series `then`
+    lacks stays where it was), over minutes 0..span-1."""
     out = {}
     for key in sorted(set(first) | set(then)):
-        start, step = _start_step(first.get(key, "0+0x1"))
-        _, later = _start_step(then.get(key, f"{number(start)}+0x1"))
-        reached = start + step * at
-        out[key] = (
-            f"{number(start)}+{number(step)}x{at} {number(reached + later)}+{number(later)}x{span - at - 1}"
-        )
+        before = _expanded(first.get(key, "0"), span)
+        after = _expanded(then[key], span) if key in then else [before[at]] * span
+        values = before[: at + 1]
+        for m in range(at + 1, span):
+            values.append(values[-1] + after[m] - after[m - 1])
+        out[key] = " ".join(number(round(x, 9)) for x in values)
     return out
 
 
-def _start_step(values: str) -> tuple[float, float]:
-    start, _, rest = values.partition("+")
-    step, _, _ = rest.partition("x")
-    return float(start), float(step)
+def _expanded(values: str, span: int) -> list[float]:
+    """The first `span` values of a promtool series notation (`a+bxN`, `a-bxN`, numbers)."""
+    out: list[float] = []
+    for token in values.split():
+        if "x" in token:
+            match = re.fullmatch(r"(-?[0-9.e]+)([+-])([0-9.e]+)x([0-9]+)", token)
+            if match is None:
+                raise ValueError(f"not a promtool series step: {token}")
+            start, op, step, count = match.groups()
+            delta = float(step) if op == "+" else -float(step)
+            out += [float(start) + delta * i for i in range(min(int(count), span) + 1)]
+        else:
+            out.append(float(token))
+        if len(out) >= span:
+            break
+    out += [out[-1]] * (span - len(out))
+    return out[:span]
 
 
 def _floor_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]) -> list[Case]:
