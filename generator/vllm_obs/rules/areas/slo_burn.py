@@ -272,7 +272,16 @@ def _spliced(first: dict[str, str], then: dict[str, str], at: int, span: int) ->
     """Series that follow `first` up to minute `at`, then move as `then` moves (a series `then`
     lacks stays where it was), over minutes 0..span-1."""
     out = {}
+    step = re.compile(r"(-?[0-9.e]+)\+([0-9.e]+)x[0-9]+")
     for key in sorted(set(first) | set(then)):
+        a, b = step.fullmatch(first.get(key, "0+0x1")), step.fullmatch(then.get(key, "0+0x1"))
+        if a and b:  # two steady counters or gauges: two steps of promtool's notation
+            start, rate, later = float(a[1]), float(a[2]), float(b[2]) if key in then else 0.0
+            reached = start + rate * at
+            out[key] = (
+                f"{number(start)}+{number(rate)}x{at} {number(reached + later)}+{number(later)}x{span - at - 1}"
+            )
+            continue
         before = _expanded(first.get(key, "0"), span)
         after = _expanded(then[key], span) if key in then else [before[at]] * span
         values = before[: at + 1]
