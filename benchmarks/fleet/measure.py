@@ -378,7 +378,7 @@ def check_alerts(prom: Prometheus, expected: list[dict], settled: bool) -> dict:
     must be firing; else pending counts too."""
     seen = prom.query("ALERTS")
     want = {(e["alertname"], e["severity"], e["instance"]) for e in expected} | {
-        ("VllmObsWatchdog", "info", "")
+        ("WatchdogVllmObs", "info", "")
     }
 
     def key(m: dict) -> tuple[str, str, str]:

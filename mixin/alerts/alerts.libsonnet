@@ -781,7 +781,7 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.meta',
         rules: [
           {
-            alert: 'VllmObsWatchdog',
+            alert: 'WatchdogVllmObs',
             expr: 'vector(1)',
             labels: {
               severity: 'info',
@@ -789,7 +789,7 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'The alerting pipeline is alive.',
               description: 'Always firing. If its heartbeat stops arriving at the dead man\'s switch, Prometheus, Alertmanager or the path between them is broken.',
-              runbook_url: c.runbookURLPattern % 'vllmobswatchdog',
+              runbook_url: c.runbookURLPattern % 'watchdogvllmobs',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },

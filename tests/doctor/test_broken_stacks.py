@@ -52,7 +52,7 @@ def test_a_stack_whose_only_trouble_is_no_traffic_is_healthy(tmp_path):
     oks = {c["subject"] for c in run.checks("ok")}
     assert {"vLLM (job vllm)", "log exporter (job vllm-log-exporter)", "Prometheus → Alertmanager"} <= oks
     assert {
-        "VllmObsWatchdog in Alertmanager",
+        "WatchdogVllmObs in Alertmanager",
         "Alertmanager receivers",
         "log exporter instance",
         "silences",
@@ -127,7 +127,7 @@ def test_a_rule_file_missing_from_prometheus(tmp_path):
     assert_consistent(run)
     (missing,) = [c for c in fails(run, "rules") if c["subject"] == "alerts/vllm-alerts.rules.yml"]
     assert "not loaded" in missing["message"] and "rule_files" in missing["action"]
-    watchdog = [c for c in fails(run, "alerting") if c["subject"] == "VllmObsWatchdog"]
+    watchdog = [c for c in fails(run, "alerting") if c["subject"] == "WatchdogVllmObs"]
     assert watchdog and "not loaded" in watchdog[0]["message"]
     # The recording rules are still there and checked.
     recording = yaml.safe_load((stack.bundle / "alerts" / "vllm-recording.rules.yml").read_text())["groups"]
@@ -181,7 +181,7 @@ def test_no_alertmanager_configured(tmp_path):
     assert_consistent(run)
     (none,) = [c for c in fails(run, "alerting") if c["subject"] == "Prometheus → Alertmanager"]
     assert "no Alertmanager" in none["message"] and "alerting.alertmanagers" in none["action"]
-    (undelivered,) = [c for c in fails(run, "alerting") if c["subject"] == "VllmObsWatchdog in Alertmanager"]
+    (undelivered,) = [c for c in fails(run, "alerting") if c["subject"] == "WatchdogVllmObs in Alertmanager"]
     assert "has not received it" in undelivered["message"]
 
 
@@ -230,11 +230,11 @@ def test_silences_that_hide_vllm_alerts(tmp_path):
         unrelated = silence(am, [{"name": "alertname", "value": "NodeDiskFull", "isRegex": False}], "disk")
         run = stack.doctor()
         watchdog_id = silence(
-            am, [{"name": "alertname", "value": "VllmObsWatchdog", "isRegex": False}], "noisy"
+            am, [{"name": "alertname", "value": "WatchdogVllmObs", "isRegex": False}], "noisy"
         )
         wait_until(
             lambda: any(
-                a["labels"]["alertname"] == "VllmObsWatchdog" and a["status"]["state"] == "suppressed"
+                a["labels"]["alertname"] == "WatchdogVllmObs" and a["status"]["state"] == "suppressed"
                 for a in requests.get(f"{am}/api/v2/alerts", timeout=10).json()
             ),
             "Watchdog to be silenced",
@@ -243,14 +243,14 @@ def test_silences_that_hide_vllm_alerts(tmp_path):
     assert_consistent(run)
     assert run.code == 0  # a silence is a warning: it may well be on purpose
     (line,) = [c for c in run.checks("warn", "alerting") if c["subject"] == f"silence {vllm_id}"]
-    assert "VllmEngineDead" in line["items"] and "VllmObsWatchdog" not in line["items"]
+    assert "VllmEngineDead" in line["items"] and "WatchdogVllmObs" not in line["items"]
     assert '"upgrade"' in line["message"] and f"amtool silence expire {vllm_id}" in line["action"]
     assert not [c for c in run.checks() if c["subject"] == f"silence {unrelated}"]
     # Silencing the dead man's switch breaks the alerting path.
     assert_consistent(silenced)
     assert silenced.code == 1
     assert any(
-        c["subject"] == "VllmObsWatchdog in Alertmanager" and "silenced" in c["message"]
+        c["subject"] == "WatchdogVllmObs in Alertmanager" and "silenced" in c["message"]
         for c in fails(silenced)
     )
     assert any(c["subject"] == f"silence {watchdog_id}" for c in silenced.checks("warn"))

@@ -52,8 +52,8 @@ def healthy(vllm_server, tmp_path_factory):
         prom = stack.enter_context(WebPrometheus(write_prometheus_config(bundle), tmp, port=prom_port))
         settle(prom, bundle)
         wait_until(
-            lambda: any(a["labels"]["alertname"] == "VllmObsWatchdog" for a in am.alerts()),
-            "VllmObsWatchdog in Alertmanager",
+            lambda: any(a["labels"]["alertname"] == "WatchdogVllmObs" for a in am.alerts()),
+            "WatchdogVllmObs in Alertmanager",
         )
         # Real traffic spread over several scrapes, so every rate window holds some.
         for _ in range(3):
@@ -94,8 +94,8 @@ def test_a_healthy_stack_is_reported_healthy(healthy):
         ("labels", "model_name"),
         ("labels", "rate windows"),
         ("alerting", "Prometheus → Alertmanager"),
-        ("alerting", "VllmObsWatchdog"),
-        ("alerting", "VllmObsWatchdog in Alertmanager"),
+        ("alerting", "WatchdogVllmObs"),
+        ("alerting", "WatchdogVllmObs in Alertmanager"),
         ("alerting", "Alertmanager receivers"),
         ("alerting", "silences"),
         ("lifecycle", "server states"),

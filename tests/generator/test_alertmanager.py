@@ -93,7 +93,7 @@ def test_no_secret_is_written_into_the_config(every_receiver):
 
 
 DEFAULT_TABLE = [
-    ({"alertname": "VllmObsWatchdog", "severity": "info"}, ["watchdog-webhook"]),
+    ({"alertname": "WatchdogVllmObs", "severity": "info"}, ["watchdog-webhook"]),
     # A page: the pager, and chat where the rest of the team sees it.
     (
         {
@@ -116,7 +116,7 @@ DEFAULT_TABLE = [
 
 
 EVERY_TABLE = [
-    ({"alertname": "VllmObsWatchdog", "severity": "info"}, ["watchdog-webhook"]),
+    ({"alertname": "WatchdogVllmObs", "severity": "info"}, ["watchdog-webhook"]),
     (
         {"alertname": "VllmAvailabilityBudgetBurn", "severity": "critical"},
         ["critical-opsgenie", "warning-webhook"],
@@ -133,7 +133,7 @@ EVERY_TABLE = [
         {"alertname": "VllmModelCapacityLow", "severity": "critical", "model_name": "llama-3"},
         ["critical-opsgenie", "team1-warning-slack"],
     ),
-    ({"alertname": "VllmObsWatchdog", "severity": "info", "team": "search"}, ["watchdog-webhook"]),
+    ({"alertname": "WatchdogVllmObs", "severity": "info", "team": "search"}, ["watchdog-webhook"]),
 ]
 
 

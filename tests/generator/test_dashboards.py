@@ -194,7 +194,7 @@ def test_every_alert_link_opens_the_panel_that_explains_it(which, bundles, featu
             path, _, query = url.partition("?")
             dash = found[path.split("/d/", 1)[1]]
             params = urllib.parse.parse_qs(re.sub(r"\{\{.*?\}\}", "", query))
-            if rule["alert"] == "VllmObsWatchdog":
+            if rule["alert"] == "WatchdogVllmObs":
                 assert "viewPanel" not in params
                 continue
             # Panel ids come from titles: the id is on the dashboard only if the declared panel is.

@@ -100,6 +100,6 @@ def test_every_area_declares_what_it_builds(v) -> None:
     """The real areas pass the same checks: every alert of the default bundle is declared once."""
     assembled = assemble(v, AREAS)
     names = [d.name for d in assembled.alerts]
-    assert len(names) == len(set(names)) and "VllmObsWatchdog" in names
+    assert len(names) == len(set(names)) and "WatchdogVllmObs" in names
     built = {r.name for g in assembled.groups for r in g.rules}
     assert built == set(names)

@@ -57,7 +57,7 @@ def test_alerts_name_the_cluster(bundle):
     rules = yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())
     for group in rules["groups"]:
         for rule in group["rules"]:
-            if rule["alert"] in ("VllmObsWatchdog", "VllmMetricsAbsent"):
+            if rule["alert"] in ("WatchdogVllmObs", "VllmMetricsAbsent"):
                 continue
             assert "$labels.k8s_cluster" in rule["annotations"]["description"], rule["alert"]
             assert "var-cluster={{ $labels.k8s_cluster | urlquery }}" in rule["annotations"]["dashboard_url"]

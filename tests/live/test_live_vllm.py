@@ -171,7 +171,7 @@ def test_every_dashboard_panel_returns_data_from_a_live_stack(spec_decode_server
                 prom.wait_for(f'up{{job="{job}"}} == 1', timeout=60)
             prom.wait_for("job_instance_model:vllm_time_to_first_token_seconds:p95_5m", timeout=60)
             prom.wait_for(f'vllm_probe_success{{instance="{target}"}} == 1', timeout=60)
-            prom.wait_for('ALERTS{alertname="VllmObsWatchdog"}', timeout=60)
+            prom.wait_for('ALERTS{alertname="WatchdogVllmObs"}', timeout=60)
             time.sleep(6)  # a few more scrapes of the probe and the traffic inside the rate windows
             # The template variables resolve to this server, then every query is asked.
             variables = {"$job": "vllm", "$instance": target, "$model_name": MODEL_NAME, "$engine": "0"}

@@ -313,7 +313,7 @@ def test_alerts_follow_the_mixin_conventions(default):
 
 
 # Alerts whose description has nothing to name: vector(1) carries no label at all.
-NO_LABELS = {"VllmObsWatchdog"}
+NO_LABELS = {"WatchdogVllmObs"}
 
 
 def test_every_description_names_what_it_is_about_with_templates(default):

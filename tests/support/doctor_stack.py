@@ -413,13 +413,13 @@ def stand_in_stack(
         settle(prom, bundle, scrapes=wait_for_scrapes)
         if wait_for_watchdog and am and alerting:
             wait_until(
-                lambda: any(a["labels"].get("alertname") == "VllmObsWatchdog" for a in am.alerts()),
+                lambda: any(a["labels"].get("alertname") == "WatchdogVllmObs" for a in am.alerts()),
                 "the Watchdog alert to reach Alertmanager",
             )
         elif wait_for_watchdog:
             wait_until(
                 lambda: bool(
-                    prom.api("/api/v1/query", query='ALERTS{alertname="VllmObsWatchdog"}')["result"]
+                    prom.api("/api/v1/query", query='ALERTS{alertname="WatchdogVllmObs"}')["result"]
                 ),
                 "the Watchdog alert to fire in Prometheus",
             )

@@ -116,7 +116,7 @@ def failures(v: Vocabulary) -> Dashboard:
                     unit="none",
                     queries=(
                         Query(
-                            'sum by (alertname, severity) (ALERTS{alertstate="firing", alertname=~"Vllm.*"})',
+                            'sum by (alertname, severity) (ALERTS{alertstate="firing", alertname=~"Vllm.*|WatchdogVllmObs"})',
                             "{{alertname}} ({{severity}})",
                         ),
                     ),

@@ -22,8 +22,9 @@ PIPELINE_SERIES = (RULE_FAILURES, SEND_ERRORS, DELIVERY_FAILURES, *RELOADED.valu
 
 
 # The dead man's switch. Not "Watchdog": kube-prometheus ships an alert of that name, and two
-# heartbeats of one name in one Alertmanager would be grouped, routed and silenced as one.
-HEARTBEAT = "VllmObsWatchdog"
+# heartbeats of one name in one Alertmanager would be grouped, routed and silenced as one. Not
+# "Vllm...": a silence of `alertname=~"Vllm.*"` during an upgrade must not stop the heartbeat.
+HEARTBEAT = "WatchdogVllmObs"
 
 
 def declarations(v: Vocabulary) -> list[Declared]:
