@@ -14,20 +14,13 @@ from pathlib import Path
 import promql_parser
 import pytest
 import yaml
+from vllm_obs.promql import seconds
 
 from benchmarks.mutation.bundles import generate_everything
 from tests.support.bundles import dashboard_exprs, generate, recorded_names, rule_exprs
 
 REPO = Path(__file__).parents[2]
 INTERVALS = 4
-
-
-def _seconds(text: str) -> float:
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-    for unit in sorted(units, key=len, reverse=True):
-        if text.endswith(unit) and text[: -len(unit)].replace(".", "").isdigit():
-            return float(text[: -len(unit)]) * units[unit]
-    raise ValueError(f"not a Prometheus duration: {text}")
 
 
 def short_ranges(expr: str, scrape: float, evaluation: float, recorded: set[str]) -> list[str]:
@@ -62,7 +55,7 @@ def bundle(request, tmp_path_factory) -> Path:
 
 def _intervals(bundle: Path) -> tuple[float, float]:
     prometheus = yaml.safe_load((bundle / "prometheus" / "prometheus.yml").read_text())["global"]
-    return _seconds(prometheus["scrape_interval"]), _seconds(prometheus["evaluation_interval"])
+    return seconds(prometheus["scrape_interval"]), seconds(prometheus["evaluation_interval"])
 
 
 def test_every_range_in_rules_and_panels_spans_four_intervals(bundle):

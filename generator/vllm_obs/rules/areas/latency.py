@@ -1,4 +1,4 @@
-"""Latency: one replica's p95 time to first token or inter-token latency above its thresholds."""
+"""Latency: one replica's p95 time to first token, inter-token latency or queue time above its threshold."""
 
 from __future__ import annotations
 
@@ -26,21 +26,13 @@ GROUP = "vllm-obs.latency"
 
 
 def declarations(v: Vocabulary) -> list[Declared]:
-    a = v.cfg.alerts
     return [
-        Declared(
-            name="VllmHighTimeToFirstToken",
-            knobs=("alerts.ttft_p95_warning_seconds", "alerts.ttft_for", "alerts.min_requests"),
-            build=lambda v: _p95_rules(
-                v,
-                "time_to_first_token",
-                "VllmHighTimeToFirstToken",
-                "time to first token",
-                a.ttft_p95_warning_seconds,
-                a.ttft_for,
-                "alerts.ttft_p95_warning_seconds",
-            ),
-            needs=("time_to_first_token",),
+        _p95_declared(
+            v,
+            "VllmHighTimeToFirstToken",
+            "time_to_first_token",
+            "time to first token",
+            ("ttft_p95_warning_seconds", "ttft_for"),
             panel="Time to first token",
             runbook=Section(
                 meaning=(
@@ -71,22 +63,13 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "load, so scale on `vllm:num_requests_waiting` before TTFT climbs.",
                 ],
             ),
-            scenarios=_p95_cases("time_to_first_token"),
-            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
-        Declared(
-            name="VllmHighTimePerOutputToken",
-            knobs=("alerts.itl_p95_warning_seconds", "alerts.itl_for", "alerts.min_requests"),
-            build=lambda v: _p95_rules(
-                v,
-                "inter_token_latency",
-                "VllmHighTimePerOutputToken",
-                "inter-token latency (time per output token)",
-                a.itl_p95_warning_seconds,
-                a.itl_for,
-                "alerts.itl_p95_warning_seconds",
-            ),
-            needs=("inter_token_latency",),
+        _p95_declared(
+            v,
+            "VllmHighTimePerOutputToken",
+            "inter_token_latency",
+            "inter-token latency (time per output token)",
+            ("itl_p95_warning_seconds", "itl_for"),
             panel="Inter-token latency",
             runbook=Section(
                 meaning=(
@@ -110,22 +93,13 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Add replicas if the load is simply more than one server can decode.",
                 ],
             ),
-            scenarios=_p95_cases("inter_token_latency"),
-            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
-        Declared(
-            name="VllmHighQueueTime",
-            knobs=("alerts.queue_time_p95_warning_seconds", "alerts.queue_time_for", "alerts.min_requests"),
-            build=lambda v: _p95_rules(
-                v,
-                "request_queue_time",
-                "VllmHighQueueTime",
-                "time waiting for a slot (queue time)",
-                a.queue_time_p95_warning_seconds,
-                a.queue_time_for,
-                "alerts.queue_time_p95_warning_seconds",
-            ),
-            needs=("request_queue_time",),
+        _p95_declared(
+            v,
+            "VllmHighQueueTime",
+            "request_queue_time",
+            "time waiting for a slot (queue time)",
+            ("queue_time_p95_warning_seconds", "queue_time_for"),
             panel="Queue time",
             runbook=Section(
                 meaning=(
@@ -147,10 +121,26 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "KV cache full: the remedies of VllmKVCachePressure.",
                 ],
             ),
-            scenarios=_p95_cases("request_queue_time"),
-            symptoms=(DEAD_SERVER, PER_REPLICA),
         ),
     ]
+
+
+def _p95_declared(
+    v: Vocabulary, name: str, key: str, what: str, knobs: tuple[str, str], panel: str, runbook: Section
+) -> Declared:
+    """One replica's p95 of `key` above the alerts knob knobs[0] for knobs[1] (the SLO burns page)."""
+    threshold, for_ = (f"alerts.{k}" for k in knobs)
+    a = v.cfg.alerts
+    return Declared(
+        name=name,
+        knobs=(threshold, for_, "alerts.min_requests"),
+        build=lambda v: _p95_rules(v, key, name, what, getattr(a, knobs[0]), getattr(a, knobs[1]), threshold),
+        needs=(key,),
+        panel=panel,
+        runbook=runbook,
+        scenarios=_p95_cases(key),
+        symptoms=(DEAD_SERVER, PER_REPLICA),
+    )
 
 
 def _p95_rules(

@@ -243,10 +243,10 @@ BURSTS = {("1h", "5m"): (6, 13), ("6h", "30m"): (20, 57)}
 
 def _burst_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]) -> list[Case]:
     budget = 1 - slo.objective
+    factors = {(t.long, t.short): t.factor for t in BURN_TIERS}
     cases = []
     for tier, (stop, after) in BURSTS.items():
         rule = tiers[tier]
-        factors = {(t.long, t.short): t.factor for t in BURN_TIERS}
         if factors[tier] * budget >= 1:
             continue  # no share of misses reaches this burn rate
         case = Case(
