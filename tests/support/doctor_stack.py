@@ -335,7 +335,14 @@ class Stack:
 
 
 # The jobs a stand-in stack runs: always serving, so a down target there is a scrape that timed out.
-STAND_IN_JOBS = ("vLLM (job vllm)", "log exporter (job vllm-log-exporter)", "canary probe (job vllm-probe)")
+# Its Prometheus and Alertmanager scrape themselves too (the pipeline's own jobs), on the same 1 s clock.
+STAND_IN_JOBS = (
+    "vLLM (job vllm)",
+    "log exporter (job vllm-log-exporter)",
+    "canary probe (job vllm-probe)",
+    "Prometheus itself (job prometheus)",
+    "Alertmanager itself (job alertmanager)",
+)
 
 
 def doctor_settled(*args: str) -> DoctorRun:
@@ -351,7 +358,10 @@ def doctor_settled(*args: str) -> DoctorRun:
 
 # The same failed scrape seen by a later check of the same run (the checks query one after
 # another, so the Targets check may have seen the target up a moment before).
-STAND_IN_DOWN = tuple(f"no target of job {job} is up" for job in ("vllm", "vllm-log-exporter", "vllm-probe"))
+STAND_IN_DOWN = tuple(
+    f"no target of job {job} is up"
+    for job in ("vllm", "vllm-log-exporter", "vllm-probe", "prometheus", "alertmanager")
+)
 
 
 def _a_scrape_failed(run: DoctorRun) -> bool:
