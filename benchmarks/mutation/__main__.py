@@ -2,11 +2,13 @@
 writes docs/mutation.md.
 
     python -m benchmarks.mutation [--report docs/mutation.md] [--workers 2]
+    python -m benchmarks.mutation --bundle default --alert 'VllmKV.*'   # a quick look, no report
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -30,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=("default", "everything"),
         help="only this bundle (repeatable; default: both)",
     )
+    parser.add_argument(
+        "--alert",
+        type=re.compile,
+        help="only the mutants of alerts whose name matches this regex; prints the survivors, writes no report",
+    )
     args = parser.parse_args(argv)
     chosen = args.bundle or ["default", "everything"]
     equivalents = load_equivalents()
@@ -43,10 +50,18 @@ def main(argv: list[str] | None = None) -> int:
         for name, root in (roots[which]() for which in chosen):
             bundle = Bundle(root)
             mutants = bundle.mutants()
+            if args.alert is not None:
+                mutants = [m for m in mutants if args.alert.fullmatch(m.alert)]
             print(f"{name}: {len(mutants)} mutants", file=sys.stderr, flush=True)
             outcomes = run(bundle, mutants, args.workers)
             results.append(report.Result(name, digest(root), outcomes, equivalents))
     seconds = time.monotonic() - started
+    if args.alert is not None:
+        for result in results:
+            print(report.summary(result), file=sys.stderr)
+            for line in report.survivors(result):
+                print(line, file=sys.stderr)
+        return 0
     args.report.write_text(report.markdown(results, seconds, args.workers), "utf-8")
     for result in results:
         print(report.summary(result), file=sys.stderr)

@@ -19,7 +19,7 @@ from vllm_obs.promql import number, seconds
 
 # A number right after a comparison, or first inside the parenthesis after it: `> (14.4 * 0.01)`
 # mutates the burn factor 14.4.
-_COMPARISON = re.compile(r"(>=|<=|==|!=|>|<)(\s*(?:bool\s+)?\(?)(\d+(?:\.\d+)?(?:e[+-]?\d+)?)(?![\w.])")
+_COMPARISON = re.compile(r"(>=|<=|>|<)(\s*(?:bool\s+)?\(?)(\d+(?:\.\d+)?(?:e[+-]?\d+)?)(?![\w.])")
 _RANGE = re.compile(r"\[(\d+(?:ms|s|m|h|d|w|y)(?:\d+(?:ms|s|m|h|d|w|y))*)(:[^\]]*)?\]")
 _SET_OPERATOR = re.compile(r"\b(and|unless|or)\b")
 _MODIFIER = re.compile(r"\s*(?:on|ignoring)\s*\([^)]*\)")

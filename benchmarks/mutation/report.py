@@ -54,7 +54,9 @@ def markdown(results: list[Result], seconds: float, workers: int) -> str:
         "Each alerting rule of a bundle is mutated one small mistake at a time (each comparison",
         "threshold x1.5 and x0.67, 0 and 1 to 0.5; `for` halved and doubled; each operand of each",
         "`and` / `unless` dropped; each range window halved) and the bundle's own promtool tests that",
-        "name the alert are run against it. A mutant is killed when one of them fails. Survivors that",
+        "name the alert (or read its state) are run against it, the short cases first. An equality",
+        "(`== 79`, an XID code; `== 0`, a target down) is a match, not a threshold, and is not mutated.",
+        "A mutant is killed when one of the tests fails. Survivors that",
         "no input could tell from the rule as written are listed in",
         "[`benchmarks/mutation/equivalent.yaml`](../benchmarks/mutation/equivalent.yaml) with why;",
         f"the kill rate leaves them out. Target: at least {TARGET:.0%} on each bundle.",
@@ -70,15 +72,19 @@ def markdown(results: list[Result], seconds: float, workers: int) -> str:
             f"| {len(r.survivors) - len(r.equivalent)} | {r.kill_rate:.1%} |"
         )
     for r in results:
-        lines += ["", f"## Survivors: {r.bundle} bundle", ""]
-        if not r.survivors:
-            lines.append("None.")
-        for o in r.survivors:
-            reason = r.equivalents.get(o.mutant.id)
-            if reason:
-                lines.append(f"- `{o.mutant.id}`: equivalent. {reason}")
-            elif o.verdict == "untested":
-                lines.append(f"- `{o.mutant.id}`: **survives**: no promtool test names this alert.")
-            else:
-                lines.append(f"- `{o.mutant.id}`: **survives** {', '.join(o.files)}.")
+        lines += ["", f"## Survivors: {r.bundle} bundle", "", *(survivors(r) or ["None."])]
     return "\n".join(lines) + "\n"
+
+
+def survivors(r: Result) -> list[str]:
+    """One line per survivor: equivalent with why, or the test files it survives."""
+    out = []
+    for o in r.survivors:
+        reason = r.equivalents.get(o.mutant.id)
+        if reason:
+            out.append(f"- `{o.mutant.id}`: equivalent. {reason}")
+        elif o.verdict == "untested":
+            out.append(f"- `{o.mutant.id}`: **survives**: no promtool test names this alert.")
+        else:
+            out.append(f"- `{o.mutant.id}`: **survives** {', '.join(o.files)}.")
+    return out

@@ -1,7 +1,7 @@
 """Apply each mutant of a bundle's alerting rules, one at a time, and run the bundle's own
 promtool tests on it: a mutant is killed when a test that names its alert fails.
 
-Only the tests whose `alert_rule_test` names the mutated alert run (see Bundle.tests_naming),
+Only the tests that name the mutated alert (or read its state) run (see Bundle.tests_naming),
 against only the rules that alert reads (tests/support/rule_slices.py): promtool evaluates every
 rule it is given at every step, and a burn-rate scenario spans hours. A slice is used only when
 the unmutated alert passes its tests with it; otherwise that alert's mutants get every rule.
@@ -19,8 +19,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
+from vllm_obs.promql import seconds
 
-from tests.support.rule_slices import RuleFiles, Slice, narrowed, promtool_each_file_on_its_slice
+from tests.support.rule_slices import (
+    RuleFiles,
+    Slice,
+    named_alerts,
+    narrowed,
+    promtool_each_file_on_its_slice,
+)
 
 from .mutants import Mutant, mutants_of
 
@@ -59,13 +66,13 @@ class Bundle(RuleFiles):
 
     def tests_naming(self) -> dict[str, dict[str, dict]]:
         """Alert name -> {test file: that file with only the tests whose alert_rule_test names
-        the alert}. promtool checks only the alerts a test names, so no other test can notice a
+        the alert or read its state}. promtool checks only the alerts a test names, so no other test can notice a
         change to this one; running just these keeps the full run short."""
         out: dict[str, dict[str, dict]] = {}
         for path in self.test_files:
             data = yaml.safe_load(path.read_text())
             for test in data.get("tests", []):
-                for name in {c["alertname"] for c in test.get("alert_rule_test", [])}:
+                for name in named_alerts(test):
                     chosen = out.setdefault(name, {}).setdefault(path.name, {**data, "tests": []})
                     chosen["tests"].append(test)
         return out
@@ -111,13 +118,15 @@ class Workspace:
         )
 
 
-def run(bundle: Bundle, mutants: list[Mutant], workers: int = 2) -> list[Outcome]:
+def run(bundle: Bundle, mutants: list[Mutant], workers: int = 2, baseline: bool = True) -> list[Outcome]:
+    """Each mutant's verdict. baseline=False skips running the bundle's own tests first (a
+    caller that has proven them already)."""
     naming = bundle.tests_naming()
     with tempfile.TemporaryDirectory(prefix="vllm-obs-mutation-") as tmp:
         spaces: queue.Queue[Workspace] = queue.Queue()
         for n in range(workers):
             spaces.put(Workspace(bundle, Path(tmp) / f"w{n}"))
-        failing = promtool_each_file_on_its_slice(bundle.root)
+        failing = promtool_each_file_on_its_slice(bundle.root) if baseline else []
         if failing:
             raise SystemExit(
                 "the bundle's own promtool tests fail before any mutation:\n" + "\n".join(failing)
@@ -151,20 +160,47 @@ def run(bundle: Bundle, mutants: list[Mutant], workers: int = 2) -> list[Outcome
             if not tests:
                 return Outcome(mutant, "untested")
             part = slices.get(alert)
-            if part:
-                done = promtool(
-                    {name: narrowed(test, part.groups) for name, test in tests.items()},
-                    bundle.with_mutant(mutant, part.alerts),
-                    part.recording,
-                )
-            else:
-                done = promtool(tests, bundle.with_mutant(mutant))
-            if done.returncode == 0:
-                return Outcome(mutant, "survived", files)
-            said = (done.stdout + done.stderr).lower()
-            if any(e in said for e in LOAD_ERRORS):
-                return Outcome(mutant, "invalid", files)
-            return Outcome(mutant, "killed", files)
+            # The short cases first: most mutants fail one, and the long ones need not run.
+            for stage in stages(tests):
+                if part:
+                    done = promtool(
+                        {name: narrowed(test, part.groups) for name, test in stage.items()},
+                        bundle.with_mutant(mutant, part.alerts),
+                        part.recording,
+                    )
+                else:
+                    done = promtool(stage, bundle.with_mutant(mutant))
+                if done.returncode != 0:
+                    said = (done.stdout + done.stderr).lower()
+                    if any(e in said for e in LOAD_ERRORS):
+                        return Outcome(mutant, "invalid", files)
+                    return Outcome(mutant, "killed", files)
+            return Outcome(mutant, "survived", files)
 
         with ThreadPoolExecutor(workers) as pool:
             return list(pool.map(judge, mutants))
+
+
+# Cases that evaluate this many minutes or fewer run first.
+SHORT_CASE_MINUTES = 90
+
+
+def stages(tests: dict[str, dict]) -> list[dict[str, dict]]:
+    """The test files split in two runs: the cases judged within SHORT_CASE_MINUTES, then the
+    rest (hours of evaluations), each file keeping only its cases of that run."""
+    out = []
+    for short in (True, False):
+        stage = {}
+        for name, test in tests.items():
+            cases = [c for c in test["tests"] if (_span_minutes(c) <= SHORT_CASE_MINUTES) == short]
+            if cases:
+                stage[name] = {**test, "tests": cases}
+        if stage:
+            out.append(stage)
+    return out
+
+
+def _span_minutes(case: dict) -> float:
+    """The last evaluation time a promtool test case judges, in minutes."""
+    times = [c["eval_time"] for c in case.get("alert_rule_test", []) + case.get("promql_expr_test", [])]
+    return max((seconds(t) / 60 for t in times), default=0.0)

@@ -11,7 +11,7 @@ RULE = {
     "expr": (
         'sum by (instance) (rate(x_total{job="a>1"}[5m])) > (6 * 0.01)\n'
         "and on (instance)\n"
-        "y == 1\n"
+        "y < 1\n"
         "unless on (instance)\n"
         "max_over_time(z[1h:1m]) >= 20"
     ),
@@ -27,7 +27,7 @@ def expressions(kind: str) -> dict[str, str]:
 def test_thresholds_are_scaled_both_ways_and_0_or_1_become_a_half():
     changes = expressions("threshold")
     assert sorted(c.split(" (at")[0] for c in changes) == [
-        "== 1 -> == 0.5",
+        "< 1 -> < 0.5",
         "> 6 -> > 4.02",
         "> 6 -> > 9",
         ">= 20 -> >= 13.4",
@@ -36,6 +36,12 @@ def test_thresholds_are_scaled_both_ways_and_0_or_1_become_a_half():
     # The burn factor inside the parenthesis is what changes; the label value "a>1" never does.
     assert any("> (9 * 0.01)" in e for e in changes.values())
     assert all('job="a>1"' in e for e in changes.values())
+
+
+def test_an_equality_is_a_match_not_a_threshold():
+    """`== 79` (an XID code) or `== 0` (a target down): no threshold mutants."""
+    rule = {"alert": "Demo", "expr": "xid == 79\nor\nup == 0", "labels": {"severity": "warning"}}
+    assert [m for m in mutants_of(rule) if m.kind == "threshold"] == []
 
 
 def test_for_is_halved_and_doubled():
@@ -50,7 +56,7 @@ def test_each_operand_of_and_and_unless_is_dropped_with_its_modifier():
         "unless on (instance)\n"
         "max_over_time(z[1h:1m]) >= 20"
     ) in dropped  # the right operand of `and`
-    assert "y == 1\nunless on (instance)\nmax_over_time(z[1h:1m]) >= 20" in dropped  # its left operand
+    assert "y < 1\nunless on (instance)\nmax_over_time(z[1h:1m]) >= 20" in dropped  # its left operand
     assert all("on (instance)\nand" not in e and not e.startswith("and") for e in dropped)
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from tests.generator.test_bad_input import run_failing
 from tests.generator.test_rules import check_and_test
-from tests.support.bundles import generate
+from tests.support.bundles import BURN_TEST_FILES, generate
 from tests.support.rule_slices import promtool_each_file_on_its_slice
 
 pytestmark = pytest.mark.prometheus
@@ -95,7 +95,7 @@ def test_the_feature_cases_fail_when_a_threshold_drifts(before, after, tmp_path)
     text = path.read_text()
     assert before in text
     path.write_text(text.replace(before, after, 1))
-    assert promtool_each_file_on_its_slice(bundle, skip=("slo-burn.test.yml",))
+    assert promtool_each_file_on_its_slice(bundle, skip=BURN_TEST_FILES)
 
 
 def test_feature_flags_are_checked(capsys, tmp_path):

@@ -43,9 +43,23 @@ def narrowed(test: dict, groups: set[str] | frozenset[str]) -> dict:
     return {**test, "group_eval_order": [g for g in test["group_eval_order"] if g in groups]}
 
 
+# An expression test that reads only one alert's state: ALERTS{alertname="...", ...}.
+_READS_ALERT = re.compile(r'ALERTS\{alertname="([A-Za-z0-9_]+)"[^{}]*\}')
+
+
 def named_alerts(case: dict) -> frozenset[str]:
-    """The alerts one promtool test case's alert_rule_test names."""
-    return frozenset(c["alertname"] for c in case.get("alert_rule_test", []))
+    """The alerts one promtool test case judges: those its alert_rule_test names and those
+    whose state (ALERTS) its expression tests read."""
+    named = {c["alertname"] for c in case.get("alert_rule_test", [])}
+    for test in case.get("promql_expr_test", []):
+        named.update(_READS_ALERT.findall(test["expr"]))
+    return frozenset(named)
+
+
+def reads_recorded(case: dict) -> bool:
+    """Whether an expression test of the case reads anything but an alert's state: it may read
+    any recorded series, so the case runs on the whole rules."""
+    return any(_READS_ALERT.fullmatch(t["expr"]) is None for t in case.get("promql_expr_test", []))
 
 
 def _kept(rules: dict, keep, substitute: Substitute | None = None) -> str:
@@ -126,7 +140,7 @@ def promtool_each_file_on_its_slice(bundle: Path, skip: tuple[str, ...] = ()) ->
         # An expression test may read any recorded series: those cases run on the whole rules.
         by_alerts: dict[tuple[frozenset[str], bool], list[dict]] = {}
         for case in test.get("tests", []):
-            by_alerts.setdefault((named_alerts(case), "promql_expr_test" in case), []).append(case)
+            by_alerts.setdefault((named_alerts(case), reads_recorded(case)), []).append(case)
         for (alerts, exprs), cases in by_alerts.items():
             sliceable = alerts and not exprs and set(files) == {ALERT_FILE, RECORDING_FILE}
             part = rules.slice(alerts) if sliceable else None

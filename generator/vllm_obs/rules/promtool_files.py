@@ -18,25 +18,28 @@ from .scenario_kit import Case, Expect
 def test_files(
     assembled: Assembled, v: Vocabulary, rule_files: list[str], recording: list[str]
 ) -> dict[str, dict]:
-    """One promtool test document per alert group, keyed by group name."""
+    """One promtool test document per alert group and evaluation interval, keyed by the group's
+    name (`-every-5m` after it for cases that evaluate other than every minute)."""
     cases = scenarios(assembled, v)
     out = {}
     for group in assembled.groups:
         names = list(dict.fromkeys(rule.name for rule in group.rules if isinstance(rule, Alert)))
-        tests = [_test(case, v) for name in names for case in cases[name]]
-        out[group.name] = {
-            "rule_files": rule_files,
-            "evaluation_interval": "1m",
-            # Recording groups first, as a settled Prometheus sees them; promtool's
-            # default order would let alerts read a recorded series one step late.
-            "group_eval_order": [*recording, group.name],
-            "tests": tests,
-        }
+        chosen = [case for name in names for case in cases[name]]
+        for every in dict.fromkeys(case.every for case in chosen):
+            key = group.name if every == "1m" else f"{group.name}-every-{every}"
+            out[key] = {
+                "rule_files": rule_files,
+                "evaluation_interval": every,
+                # Recording groups first, as a settled Prometheus sees them; promtool's
+                # default order would let alerts read a recorded series one step late.
+                "group_eval_order": [*recording, group.name],
+                "tests": [_test(case, v) for case in chosen if case.every == every],
+            }
     return out
 
 
 def _test(case: Case, v: Vocabulary) -> dict:
-    span = case.minutes
+    span = case.samples
     series = [{"series": s, "values": v} for s, v in case.series.items()]
     for item in series:
         # Make every series long enough for the last check.
@@ -45,11 +48,11 @@ def _test(case: Case, v: Vocabulary) -> dict:
             item["values"] = values.rsplit("x", 1)[0] + f"x{span}"
     out = {
         "name": case.name,
-        "interval": "1m",
+        "interval": case.interval,
         "input_series": series,
         "alert_rule_test": [
             {
-                "eval_time": f"{check.minute}m",
+                "eval_time": _at(check.minute),
                 "alertname": check.alertname,
                 "exp_alerts": [_expected(e, v) for e in check.expected],
             }
@@ -60,12 +63,17 @@ def _test(case: Case, v: Vocabulary) -> dict:
         out["promql_expr_test"] = [
             {
                 "expr": q.expr,
-                "eval_time": f"{q.minute}m",
+                "eval_time": _at(q.minute),
                 "exp_samples": [{"labels": _series(labels), "value": value} for labels, value in q.samples],
             }
             for q in case.queries
         ]
     return out
+
+
+def _at(minute: float) -> str:
+    """promtool's eval_time: whole minutes as minutes, a fraction of one as seconds."""
+    return f"{int(minute)}m" if minute == int(minute) else f"{round(minute * 60)}s"
 
 
 def _series(labels: dict[str, str]) -> str:

@@ -41,7 +41,7 @@ class Expect:
 
 @dataclass
 class Check:
-    minute: int
+    minute: float
     alertname: str
     expected: list[Expect]
 
@@ -61,13 +61,26 @@ class Case:
     series: dict[str, str] = field(default_factory=dict)  # series text -> values
     checks: list[Check] = field(default_factory=list)
     queries: list[QueryCheck] = field(default_factory=list)  # what a recorded series holds
+    # The rules' evaluation interval: a case judged over days may evaluate every 5 minutes.
+    every: str = "1m"
+    # The input series' sample interval; a check's minute may then be a fraction (0.75: 45 s).
+    interval: str = "1m"
 
     def add(self, series: str, values: str) -> None:
         self.series[series] = values
 
     @property
     def minutes(self) -> int:
-        return max(c.minute for c in [*self.checks, *self.queries]) + 1
+        return int(max(c.minute for c in [*self.checks, *self.queries])) + 1
+
+    @property
+    def samples(self) -> int:
+        """Input samples a series needs to reach the last check."""
+        return int(self.minutes * 60 // seconds(self.interval))
+
+
+# A bound judged from both sides, a fifth away: one 1.5x or 0.67x the value written fails one.
+NEAR_SIDES = (("just above", 1.2), ("just below", 0.8))
 
 
 def minutes(duration: str | None) -> int:
@@ -255,16 +268,24 @@ class Inputs:
         self, case: Case, signal: Signal, hot: int, per_min: float, span: int, instance: str = REPLICA
     ) -> None:
         """All observations in bucket number `hot` (0-based over the finite bounds)."""
+        self.spread_histogram(case, signal, {hot: per_min}, span, instance)
+
+    def spread_histogram(
+        self, case: Case, signal: Signal, per_bucket: dict[int, float], span: int, instance: str = REPLICA
+    ) -> None:
+        """Observations a minute in each bucket number (0-based over the finite bounds)."""
         labels = self.labels(instance, signal)
         bounds = signal.buckets
+        total = sum(per_bucket.values())
         for i, bound in enumerate(bounds):
-            rate = per_min if i >= hot else 0
+            rate = sum(r for b, r in per_bucket.items() if b <= i)
             case.add(
                 series_text(signal.bucket, {**labels, "le": bucket_text(bound)}), f"0+{number(rate)}x{span}"
             )
-        case.add(series_text(signal.bucket, {**labels, "le": "+Inf"}), f"0+{number(per_min)}x{span}")
-        case.add(series_text(signal.count, labels), f"0+{number(per_min)}x{span}")
-        case.add(series_text(signal.sum, labels), f"0+{number(per_min * bounds[hot])}x{span}")
+        case.add(series_text(signal.bucket, {**labels, "le": "+Inf"}), f"0+{number(total)}x{span}")
+        case.add(series_text(signal.count, labels), f"0+{number(total)}x{span}")
+        observed = sum(r * bounds[b] for b, r in per_bucket.items())
+        case.add(series_text(signal.sum, labels), f"0+{number(observed)}x{span}")
 
     def traffic(
         self, case: Case, per_min: float, span: int, instance: str = REPLICA, **reasons: float

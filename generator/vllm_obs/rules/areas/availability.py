@@ -202,12 +202,33 @@ def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
         io.res["generation_tokens"],
     )
     span = minutes(a.stall_window) + minutes(rule.for_) + 5
-    stuck = Case(f"VllmEngineStalled fires when requests wait and no token comes out for {a.stall_window}")
-    io.gauge(stuck, waiting, 3, span)
-    io.gauge(stuck, running, 2, span)
-    io.tokens(stuck, span)
-    # increase() needs two samples, so the condition starts at the second minute.
-    stuck.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, io.result(), 5)])
+    # One case per token counter the source has (generated: a generating engine; prompt: an
+    # embedding server): it flows until minute `stops`, then stands still, the other stood
+    # still all along; its window is clear of it from stops + stall_window.
+    stops = 2
+    stuck_cases = []
+    for key, server in (
+        ("generation_tokens", "a generating engine"),
+        ("prompt_tokens", "an embedding server"),
+    ):
+        if not io.res.has(key):
+            continue
+        stuck = Case(
+            f"VllmEngineStalled fires on {server} when requests wait and no token has come out for "
+            f"{a.stall_window}, then {rule.for_}"
+        )
+        io.gauge(stuck, waiting, 3, span)
+        io.gauge(stuck, running, 2, span)
+        io.tokens(stuck, span)
+        sig = io.res[key]
+        stuck.add(
+            series_text(sig.name, io.labels(signal=sig)),
+            f"500+600x{stops} {500 + 600 * stops}+0x{span - stops}",
+        )
+        stuck.checks = boundary(
+            rule.name, stops + minutes(a.stall_window), rule.for_, [Expect(rule, io.result(), 5)]
+        )
+        stuck_cases.append(stuck)
     busy = Case("VllmEngineStalled stays silent while tokens keep coming")
     io.gauge(busy, waiting, 3, span)
     io.gauge(busy, running, 2, span)
@@ -229,7 +250,7 @@ def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
     io.gauge(idle, running, 0, span)
     idle.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
     idle.checks = [Check(span - 1, rule.name, [])]
-    return [stuck, busy, idle, *extra]
+    return [*stuck_cases, busy, idle, *extra]
 
 
 def _target_down(rules: list[Alert], io: Inputs) -> list[Case]:

@@ -22,7 +22,7 @@ from ..declaration import PER_REPLICA, Declared, Inhibition
 from ..expressions import planned, processed_tokens, server_state
 from ..model import Alert, Recording
 from ..runbook_kit import Section
-from ..scenario_kit import REPLICA, Case, Check, Expect, Inputs, minutes, series_text
+from ..scenario_kit import NEAR_SIDES, REPLICA, Case, Check, Expect, Inputs, minutes, series_text
 
 GROUP = "vllm-obs.capacity"
 RECORDING_GROUP = "vllm-obs.recording-capacity"
@@ -259,6 +259,23 @@ def _capacity_cases(rules: list[Alert], io: Inputs) -> list[Case]:
         expected = [Expect(rule, result(w, "down"), 1) for w in lost]
         most.checks = [Check(fire_at - 1, rule.name, []), Check(fire_at, rule.name, expected)]
         cases.append(most)
+        # paging.capacity_fraction from both sides, on ten replicas: a fraction 1.5x or 0.67x
+        # the one written fails one of the two.
+        # (Not NEIGHBOUR: with multi-cluster on, it is in the other cluster.)
+        ten = (REPLICA, *(f"vllm-{i}:8000" for i in range(2, 11)))
+        bound = cfg.paging.capacity_fraction * len(ten)
+        for side, scale in NEAR_SIDES:
+            ready = round(bound * scale)
+            if ready == bound or not cfg.paging.min_ready_replicas <= ready < len(ten):
+                continue
+            near = Case(
+                f"VllmModelCapacityLow with {ready} of {len(ten)} replicas ready, {side} paging.capacity_fraction"
+            )
+            lost = ten[ready:]
+            replicas(near, ten, {w: f"1 0+0x{span}" for w in lost})
+            pages = [Expect(rule, result(w, "down"), ready) for w in lost] if ready < bound else []
+            near.checks = [Check(fire_at, rule.name, pages)]
+            cases.append(near)
 
     if cfg.prometheus.log_exporters:
         cases += _lifecycle_cases(rule, io, replicas, result, span)

@@ -8,7 +8,7 @@ from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
 from ..expressions import floor_per_minute, percent, traffic
 from ..model import Alert
 from ..runbook_kit import Section
-from ..scenario_kit import REPLICA, Case, Check, Expect, Inputs, boundary, minutes, series_text
+from ..scenario_kit import NEAR_SIDES, REPLICA, Case, Check, Expect, Inputs, boundary, minutes, series_text
 
 GROUP = "vllm-obs.errors"
 
@@ -130,9 +130,16 @@ def _errors(rules: list[Alert], io: Inputs) -> list[Case]:
         polls.add(series_text(http.name, {**base, "status": "5xx"}), f"0+{number(per_min)}x{span}")
         polls.checks = [Check(span - 1, rule.name, [])]
         cases.append(polls)
-    idle = Case(f"{rule.name} stays silent below alerts.min_requests, every request failing")
-    rate = floor_per_minute(io.v) / 2
-    io.outcomes(idle, span, 0, rate)
-    idle.checks = [Check(span - 1, rule.name, [])]
-    cases.append(idle)
+    # The traffic floor from both sides, every request failing: a replica too idle to judge stays silent.
+    for side, scale in NEAR_SIDES:
+        rate = floor_per_minute(io.v) * scale
+        near = Case(f"{rule.name}: every request failing, traffic {side} alerts.min_requests")
+        io.outcomes(near, span + 5, 0, rate)
+        # The 5m request rate reaches the floor once the window is full.
+        near.checks = (
+            boundary(rule.name, 5, a.errors_for, [Expect(rule, io.result(), 1.0)])
+            if scale > 1
+            else [Check(span + 4, rule.name, [])]
+        )
+        cases.append(near)
     return cases

@@ -335,10 +335,21 @@ def _kv_transfer(rules: list[Alert], io: Inputs) -> list[Case]:
     for rule in rules:
         connector = rule.labels["connector"]
         sig = io.res[keys[connector]]
-        fire = Case(f"VllmKVTransferFailures ({connector}) fires on the first failure, without waiting")
+        window = minutes(io.cfg.alerts.kv_transfer_window)
+        fire = Case(
+            f"VllmKVTransferFailures ({connector}) fires on the first failure, without waiting, "
+            "and stays for alerts.kv_transfer_window"
+        )
         labels = io.labels(signal=sig)
-        fire.add(series_text(sig.name, labels), "0 0 0 1 1 1 1 1")
-        fire.checks = [Check(2, rule.name, []), Check(3, rule.name, [Expect(rule, io.result(), 1)])]
+        fire.add(series_text(sig.name, labels), f"0 0 0 1+0x{window + 2}")
+        failed = [Expect(rule, io.result(), 1)]
+        # The failure (between minutes 2 and 3) is in the window up to minute 2 + window.
+        fire.checks = [
+            Check(2, rule.name, []),
+            Check(3, rule.name, failed),
+            Check(1 + window, rule.name, failed),
+            Check(3 + window, rule.name, []),
+        ]
         quiet = Case(f"VllmKVTransferFailures ({connector}) stays silent without failures")
         quiet.add(series_text(sig.name, labels), "0+0x7")
         quiet.checks = [Check(5, rule.name, [])]

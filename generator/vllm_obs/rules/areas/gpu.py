@@ -397,9 +397,22 @@ def _xid(rules: list[Alert], io: Inputs) -> list[Case]:
         # The hardware code replaces the application one: `unless` keeps the other rule out of it.
         Check(later, warn.name, [Expect(crit, g.result(REPLICA, 0), fallen)]),
     ]
-    old = Case(f"VllmGpuXidError stays silent on an old XID {fallen} the gauge still holds")
+    # An application error alone: it warns for xid_window after the change, then lets go.
+    alone = Case(f"VllmGpuXidError warns on XID {application} for {io.cfg.gpu.xid_window} after it comes")
+    g.vllm_up(alone, REPLICA, span)
+    g.xid(alone, REPLICA, 0, [(0, 0), (at, application)], span)
+    told = [Expect(warn, g.result(REPLICA, 0), application)]
+    alone.checks = [
+        Check(at, warn.name, told),
+        Check(at + window - 2, warn.name, told),
+        Check(at + window, warn.name, []),
+    ]
+    cases.append(alone)
+    old = Case(f"VllmGpuXidError stays silent on an old XID {fallen} or {application} the gauge still holds")
     g.vllm_up(old, REPLICA, span)
+    g.vllm_up(old, NEIGHBOUR, span)
     g.xid(old, REPLICA, 0, [(0, fallen)], span)
+    g.xid(old, NEIGHBOUR, 0, [(0, application)], span)
     old.checks = [Check(at, crit.name, []), Check(span - 1, crit.name, [])]
     reset = Case("VllmGpuXidError stays silent when the code goes back to 0 (driver reset)")
     g.vllm_up(reset, REPLICA, span)
@@ -475,7 +488,8 @@ def _idle(rules: list[Alert], io: Inputs) -> list[Case]:
     g_cfg = io.cfg.gpu
     running = io.res["requests_running"]
     limit = io.cfg.alerts.max_num_seqs if io.cfg.alerts.max_num_seqs > 0 else 8
-    idle = round(g_cfg.idle_utilization_below * 100 / 2, 9)  # percent, as DCGM reports it
+    # A fifth under the threshold, in percent as DCGM reports it.
+    idle = round(g_cfg.idle_utilization_below * 100 * 0.8, 9)
     # Exactly at the threshold (10 / 100 is the double 0.1): `<` must not hold.
     busy = round(g_cfg.idle_utilization_below * 100, 9)
     span = minutes(rule.for_) + 5

@@ -12,7 +12,7 @@ from ..declaration import PER_REPLICA, Declared, Inhibition
 from ..expressions import server_state, since_start
 from ..model import Alert
 from ..runbook_kit import Section
-from ..scenario_kit import Case, Check, Expect, Inputs, series_text
+from ..scenario_kit import Case, Check, Expect, Inputs, minutes, series_text
 
 GROUP = "vllm-obs.lifecycle"
 
@@ -256,7 +256,49 @@ def _restart_loop(rules: list[Alert], io: Inputs) -> list[Case]:
     )
     io.server_state(reset, span, "0", states)
     reset.checks = [Check(at - 1, rule.name, []), Check(at, rule.name, [Expect(rule, labels, starts)])]
-    return [loop, healed, reset]
+    return [loop, healed, reset, *_restart_loop_windows(rule, io, labels)]
+
+
+def _restart_loop_windows(rule: Alert, io: Inputs, labels: dict[str, str]) -> list[Case]:
+    """The window from both ends, and a count that is not a whole number: slow starts spread
+    over most of the window still make a loop; a ready period early in it still clears it; and
+    the exporter's first scrape, already counting the start it read, extrapolates a little."""
+    starts = int(rule.threshold or 0)
+    window = minutes(io.cfg.alerts.restart_loop_window)
+    begun = series_text("vllm_log_events_total", {**io.exporter_labels(), "event": "startup_begin"})
+    # A large model that fails after loading: one start every `gap` minutes, the n-th at
+    # 1 + (n - 1) * gap, the last of them more than half a window after the first.
+    gap = window // (2 * (starts - 1)) + 1
+    span = 1 + (starts - 1) * gap + 3
+    counts = [0] + [min(starts, 1 + (m - 1) // gap) for m in range(1, span)]
+    slow = Case(f"VllmRestartLoop fires on {starts} slow starts, one every {gap} minutes")
+    slow.add(begun, " ".join(str(c) for c in counts))
+    io.server_state(slow, span, "0", ["unknown"] + ["starting"] * (span - 1))
+    at = 1 + (starts - 1) * gap
+    slow.checks = [Check(at - 1, rule.name, []), Check(at, rule.name, [Expect(rule, labels, starts)])]
+    # Ready until minute `up`, then `starts` failed starts two minutes apart, the last more than
+    # half a window after the ready period ended.
+    up = 3
+    first = max(up + 1, up + window // 2 - 2 * (starts - 1) + 1)
+    span = first + 2 * (starts - 1) + 3
+    counts = [1] * first + [min(1 + starts, 2 + (m - first) // 2) for m in range(first, span)]
+    crashed = Case(
+        f"VllmRestartLoop stays silent on {starts} failed starts within alerts.restart_loop_window "
+        "of a ready period: a crash, not a start that never works"
+    )
+    crashed.add(begun, " ".join(str(c) for c in counts))
+    states = ["starting"] + ["ready"] * (up - 1) + ["dead"] * (first - up) + ["starting"] * (span - first)
+    io.server_state(crashed, span, "0", states)
+    crashed.checks = [Check(span - 1, rule.name, [])]
+    # The exporter read the first start from the log before its first scrape.
+    early = Case(
+        f"VllmRestartLoop stays silent on {starts - 1} starts after the one the exporter's first scrape counts"
+    )
+    counts = [min(starts, 1 + m // 2) for m in range(2 * starts + 2)]
+    early.add(begun, " ".join(str(c) for c in counts))
+    io.server_state(early, len(counts), "0", ["starting"] * len(counts))
+    early.checks = [Check(2 * (starts - 1) + 1, rule.name, [])]
+    return [slow, crashed, early]
 
 
 def _version_drift(rules: list[Alert], io: Inputs) -> list[Case]:

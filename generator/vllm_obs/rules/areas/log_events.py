@@ -214,13 +214,21 @@ def _log_event(event: str) -> Builder:
         (rule,) = rules
         job = io.cfg.prometheus.log_exporter_job
         labels = {"job": job, **io.at_target(REPLICA), "exporter_address": EXPORTER_ADDRESS}
-        fire = Case(f"{rule.name} fires on the first evaluation after an {event} event, without waiting")
+        window = minutes(io.cfg.alerts.log_event_window)
+        fire = Case(
+            f"{rule.name} fires on the first evaluation after an {event} event, without waiting, "
+            f"and stays for alerts.log_event_window"
+        )
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):
-            values = "0 0 0 1 1 1 1 1" if other == event else "0+0x7"
+            values = f"0 0 0 1+0x{window + 2}" if other == event else f"0+0x{window + 5}"
             fire.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
+        fired = [Expect(rule, {**labels, "event": event}, 1)]
         fire.checks = [
             Check(2, rule.name, []),
-            Check(3, rule.name, [Expect(rule, {**labels, "event": event}, 1)]),
+            Check(3, rule.name, fired),
+            # The event (between minutes 2 and 3) is in the window up to minute 2 + window.
+            Check(1 + window, rule.name, fired),
+            Check(3 + window, rule.name, []),
         ]
         quiet = Case(f"{rule.name} stays silent when only other events happen")
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):

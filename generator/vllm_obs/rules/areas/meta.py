@@ -4,7 +4,7 @@ page: a pipeline that cannot evaluate or deliver is an outage of the monitoring.
 
 from __future__ import annotations
 
-from ...promql import selector
+from ...promql import number, selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import NO_PANEL, Declared
 from ..model import Alert
@@ -309,7 +309,38 @@ def _notification_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     )
     _pipeline(fine, io, "prometheus", SEND_ERRORS, f"0+0x{span}")
     fine.checks = [Check(span - 1, rule.name, [])]
-    return [failing, unsent, fine]
+    return [failing, unsent, fine, *_sparse_notification_cases(by_stage, io)]
+
+
+# Alertmanager retries a failing receiver with a backoff: a failure every few minutes.
+SPARSE_EVERY = 3
+
+
+def _sparse_notification_cases(by_stage: dict[str, Alert], io: Inputs) -> list[Case]:
+    """A failure every few minutes is a failing pipeline too: each stays in alerts.rate_window
+    until the next."""
+    window = minutes(io.cfg.alerts.rate_window)
+    if window <= SPARSE_EVERY:
+        return []  # a window shorter than the retries' interval (a fast test clock)
+    cases = []
+    for stage, rule in by_stage.items():
+        fire_at = SPARSE_EVERY + minutes(rule.for_)
+        span = fire_at + 3
+        failures = " ".join(number(m // SPARSE_EVERY) for m in range(span + 1))
+        case = Case(f"{rule.name} fires when {stage} fails once every {SPARSE_EVERY} minutes")
+        if stage == "alertmanager":
+            _pipeline(case, io, stage, DELIVERY_FAILURES, failures, integration="pagerduty")
+            labels = _result(io, stage, integration="pagerduty")
+        else:
+            _pipeline(case, io, stage, SEND_ERRORS, failures)
+            labels = _result(io, stage)
+        # The failures in the window ending at fire_at, over the whole window (no extrapolation).
+        seen = fire_at // SPARSE_EVERY - max(0, fire_at - window) // SPARSE_EVERY
+        case.checks = boundary(
+            rule.name, SPARSE_EVERY, rule.for_, [Expect(rule, labels, seen / (window * 60))]
+        )
+        cases.append(case)
+    return cases
 
 
 def _reload_cases(rules: list[Alert], io: Inputs) -> list[Case]:

@@ -4,7 +4,7 @@ and the probe's own health."""
 from __future__ import annotations
 
 from ...exporter_series import PROBE, select
-from ...promql import selector
+from ...promql import number, selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
 from ..expressions import processed_tokens
@@ -214,11 +214,13 @@ def _hung(rules: list[Alert], io: Inputs) -> list[Case]:
     io.probe(fine, span)
     io.probe_health(fine, span, 1)
     fine.checks = [Check(span - 1, rule.name, [])]
-    cases = [hung, dead, refused, fine]
+    windowed = _sparse_and_recovered(rule, io, "timeout", labels)
+    cases = [hung, dead, refused, fine, *windowed]
     if io.res.has("generation_tokens"):
         tokens = io.res["generation_tokens"]
         # A hung engine's counters freeze where they stood.
-        io.tokens(hung, span)
+        for case in (hung, *windowed):
+            io.tokens(case, span)
         saturated = Case(
             "VllmEngineHung stays silent on a saturated server: the probe times out in the queue "
             "while tokens keep coming"
@@ -262,4 +264,42 @@ def _probe_down(rules: list[Alert], io: Inputs) -> list[Case]:
     fine.add(series_text("up", up), f"1+0x{span}")
     io.probe(fine, span)
     fine.checks = [Check(span - 1, down_rule.name, [])]
-    return [down, rejected, fine]
+    windowed = _sparse_and_recovered(rejected_rule, io, "http_4xx", labels)
+    for case in windowed:
+        case.add(series_text("up", up), f"1+0x{span}")
+    return [down, rejected, fine, *windowed]
+
+
+# A probe that waits this long between probes (a costly model) records a failure this often.
+SPARSE_EVERY = 3
+
+
+def _sparse_and_recovered(rule: Alert, io: Inputs, failing: str, labels: dict[str, str]) -> list[Case]:
+    """The failures' window from both ends: a probe every few minutes still fires (each failure
+    stays in alerts.hung_window until the next), and a probe that answers again resolves at once
+    though its failures are still in the window."""
+    a = io.cfg.alerts
+    hold, window = minutes(rule.for_), minutes(a.hung_window)
+    span = hold + window + 5
+    failures = series_text("vllm_probe_failures_total", {**io.probe_labels(), "reason": failing})
+    success = series_text("vllm_probe_success", io.probe_labels())
+    sparse = Case(f"{rule.name} fires when a probe every {SPARSE_EVERY} minutes fails each time")
+    io.probe(sparse, span, failing=failing)
+    io.probe_health(sparse, span, 1)
+    sparse.add(failures, " ".join(number(m // SPARSE_EVERY) for m in range(span + 1)))
+    # The first failure is counted at minute SPARSE_EVERY.
+    sparse.checks = boundary(rule.name, SPARSE_EVERY, rule.for_, [Expect(rule, labels, 0)])
+    back = hold + 2
+    recovered = Case(
+        f"{rule.name} resolves as soon as the probe succeeds again, its failures still in the window"
+    )
+    io.probe(recovered, span, failing=failing)
+    io.probe_health(recovered, span, 1)
+    recovered.add(success, f"0+0x{back - 1} 1+0x{span - back}")
+    recovered.add(failures, f"0+4x{back - 1} {4 * (back - 1)}+0x{span - back}")
+    recovered.checks = [
+        Check(back - 1, rule.name, [Expect(rule, labels, 0)]),
+        Check(back + 1, rule.name, []),
+    ]
+    # A window shorter than the sparse probe's interval (a fast test clock) has no such case.
+    return [sparse, recovered] if window > SPARSE_EVERY else [recovered]

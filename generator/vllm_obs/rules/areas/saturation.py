@@ -5,10 +5,10 @@ from __future__ import annotations
 from ...promql import number, seconds, selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
-from ..expressions import percent, slots_full, traffic
+from ..expressions import PEAK_WINDOW, floor_per_minute, percent, slots_full, traffic
 from ..model import Alert
 from ..runbook_kit import Section
-from ..scenario_kit import NEIGHBOUR, Case, Check, Expect, Inputs, boundary, minutes, series_text
+from ..scenario_kit import NEAR_SIDES, NEIGHBOUR, Case, Check, Expect, Inputs, boundary, minutes, series_text
 
 GROUP = "vllm-obs.saturation"
 
@@ -313,7 +313,8 @@ def _throttled(rules: list[Alert], io: Inputs) -> list[Case]:
     a = io.cfg.alerts
     span = minutes(rule.for_) + 15
     waiting, running, kv = io.res["requests_waiting"], io.res["requests_running"], io.res["kv_cache_usage"]
-    low, high = a.throttled_kv_usage_below * 0.5, min(1.0, a.throttled_kv_usage_below + 0.1)
+    # KV usage a fifth either side of the bound.
+    low, high = (min(1.0, round(a.throttled_kv_usage_below * scale, 6)) for _, scale in reversed(NEAR_SIDES))
     # Running requests at the limit: alerts.max_num_seqs, or (with 0) a steady count at its own peak.
     at_limit = a.max_num_seqs if a.max_num_seqs > 0 else 4
     fire = Case(f"VllmSchedulerThrottled fires when the queue grows for {rule.for_} while KV usage is low")
@@ -345,7 +346,49 @@ def _throttled(rules: list[Alert], io: Inputs) -> list[Case]:
         )
     io.gauge(below, kv, low, span)
     below.checks = [Check(span - 1, rule.name, [])]
-    return [fire, memory, flat, below]
+    # A queue that grew and then holds is still throttled for the rest of alerts.throttled_window:
+    # the trend is over the whole window.
+    window = minutes(a.throttled_window)
+    grew = fire_at + 2
+    holds = Case(
+        f"VllmSchedulerThrottled keeps firing over {a.throttled_window} after the queue stops growing"
+    )
+    holds.add(
+        series_text(waiting.name, io.labels(signal=waiting)), f"1+1x{grew} {1 + grew}+0x{span + window}"
+    )
+    io.gauge(holds, running, at_limit, span + window)
+    io.gauge(holds, kv, low, span + window)
+    holds.checks = [Check(grew + window - 2, rule.name, [Expect(rule, io.result(), 1 + grew)])]
+    # A queue that grows with nothing running at all: a stalled engine, not a throttled one.
+    nothing = Case("VllmSchedulerThrottled stays silent when the queue grows and nothing runs")
+    io.ramp(nothing, waiting, 1, 1, span)
+    io.gauge(nothing, running, 0, span)
+    io.gauge(nothing, kv, low, span)
+    nothing.checks = [Check(span - 1, rule.name, [])]
+    cases = [fire, memory, flat, below, holds, nothing]
+    if a.max_num_seqs == 0:
+        # The running peak is the limit for PEAK_WINDOW: running at half of it is not at the
+        # limit until the peak has left the window.
+        peak = minutes(PEAK_WINDOW)
+        old = Case(f"VllmSchedulerThrottled fires once the running peak is more than {PEAK_WINDOW} old")
+        lower = 4
+        old.add(
+            series_text(running.name, io.labels(signal=running)),
+            f"{number(2 * lower)}+0x4 {number(lower)}+0x{peak + span}",
+        )
+        io.ramp(old, waiting, 1, 1, peak + span)
+        io.gauge(old, kv, low, peak + span)
+        # The peak (minutes 0 to 4) leaves the window at minute 5 + peak.
+        old.checks = [
+            Check(peak + 4, rule.name, []),
+            Check(
+                peak + 5 + minutes(rule.for_),
+                rule.name,
+                [Expect(rule, io.result(), 6 + peak + minutes(rule.for_))],
+            ),
+        ]
+        cases.append(old)
+    return cases
 
 
 def _kv_pressure(rules: list[Alert], io: Inputs) -> list[Case]:
@@ -382,7 +425,22 @@ def _kv_pressure(rules: list[Alert], io: Inputs) -> list[Case]:
     usage(silent, cool)
     io.gauge(silent, waiting, 3, span)
     silent.checks = [Check(span - 1, rule.name, [])]
-    cases = [fire, busy, silent]
+    # At the production clock (scrape and evaluation every prometheus.scrape_interval): pending
+    # until `for` has passed to the scrape, firing at it.
+    step = seconds(io.cfg.prometheus.scrape_interval)
+    clock = Case(
+        f"VllmKVCachePressure at the production clock: fires {rule.for_} after the cache fills, not a scrape sooner",
+        every=io.cfg.prometheus.scrape_interval,
+        interval=io.cfg.prometheus.scrape_interval,
+    )
+    usage(clock, hot)
+    io.gauge(clock, waiting, 3, span)
+    hold = seconds(rule.for_ or "0s") / 60
+    clock.checks = [
+        Check(hold - step / 60, rule.name, []),
+        Check(hold, rule.name, [Expect(rule, labels, hot)]),
+    ]
+    cases = [fire, busy, silent, clock]
     if io.res.has("preemptions"):
         preempting = Case(f"VllmKVCachePressure fires at {hot:g} while requests are preempted, none waiting")
         usage(preempting, hot)
@@ -434,4 +492,18 @@ def _preemptions(rules: list[Alert], io: Inputs) -> list[Case]:
         else:
             case.checks = [Check(span - 1, rule.name, [])]
         cases.append(case)
+    # The traffic floor from both sides, preempting well above the limit: too idle to judge is silent.
+    ratio = limit * 2
+    for side, scale in NEAR_SIDES:
+        rate = floor_per_minute(io.v) * scale
+        near = Case(f"VllmPreemptions: {ratio:g} preemptions per request, traffic {side} alerts.min_requests")
+        io.traffic(near, rate, span + 5)
+        io.counter(near, sig, round(rate * ratio, 6), span + 5)
+        # The 5m request rate reaches the floor once the window is full.
+        near.checks = (
+            boundary(rule.name, 5, rule.for_, [Expect(rule, io.result(), ratio)])
+            if scale > 1
+            else [Check(span + 4, rule.name, [])]
+        )
+        cases.append(near)
     return cases

@@ -228,6 +228,7 @@ def _burn_cases(name: str) -> Builder:
             cases.append(_canary_only(io, slo, rules[0]))
         cases += _floor_cases(io, slo, rules, tiers)
         cases += _burst_cases(io, slo, rules, tiers)
+        cases += _one_window_cases(io, slo, tiers)
         return cases
 
     return build
@@ -266,6 +267,77 @@ def _burst_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str
         case.checks = [Check(stop - 1, rule.name, during), Check(after, rule.name, [])]
         cases.append(case)
     return cases
+
+
+# One window burns, the other just under the burn rate: (miss ratio before, after, in units of
+# the tier's burn rate) and how long the first part lasts, in multiples of the second.
+ONE_WINDOW = {
+    "short": (0.75, 1.2, 2),  # a burst on a model that was just under: only the short window burns
+    "long": (1.5, 0.8, 1),  # a burst that eased to just under: only the long window still burns
+}
+
+
+def _one_window_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert]) -> list[Case]:
+    """Each tier stays silent while only one of its windows burns. The other window sits a fifth
+    under the burn rate (and above 0.7 of it) for the whole `for` before the judged minute, so a
+    tier that dropped a window, or read one against a burn rate 0.67x the one written, fires
+    there. Only this tier is judged (through ALERTS): the others see both windows move. The
+    rules evaluate every 5 minutes (the slowest tier's cases span a day and a half); a ratio of
+    steady traffic is the same whatever the clock."""
+    budget = 1 - slo.objective
+    factors = {(t.long, t.short): t.factor for t in BURN_TIERS}
+    cases = []
+    for tier, rule in tiers.items():
+        long, short, hold = int(seconds(tier[0]) // 60), int(seconds(tier[1]) // 60), minutes(rule.for_)
+        step = 5
+        for burning, (before, after, ratio) in ONE_WINDOW.items():
+            if max(before, after) * factors[tier] * budget >= 1:
+                continue  # no share of misses reaches this burn rate
+            # The second part: the short window (and the 5m rates it sums) all of it, then the `for`.
+            second = -(-(short + 5 + hold + 2 * step) // step) * step
+            first = ratio * second
+            at = first + second
+            per_minute = [before] * first + [after] * second
+            quiet = "long" if burning == "short" else "short"
+            for m in range(at - hold - step, at + 1, step):
+                means = {
+                    "long": _window_mean(per_minute, m, long, step),
+                    "short": _window_mean(per_minute, m, short, step),
+                }
+                assert means[burning] > 1.05 and 0.7 < means[quiet] < 0.95, (
+                    rule.name,
+                    tier,
+                    burning,
+                    m,
+                    means,
+                )
+            case = Case(
+                f"{rule.name}: only the {tier[1] if burning == 'short' else tier[0]} window burns "
+                f"(the other at {number(min(before, after))}x the rate): the {tier[0]}/{tier[1]} tier stays silent",
+                every=f"{step}m",
+            )
+            one, two = Case("before"), Case("after")
+            _events(one, io, slo, PER_MIN, round(PER_MIN * before * factors[tier] * budget))
+            _events(two, io, slo, PER_MIN, round(PER_MIN * after * factors[tier] * budget))
+            case.series = _spliced(one.series, two.series, first, at + 1)
+            firing = ", ".join(
+                [f'alertname="{rule.name}"', 'alertstate="firing"', f'long="{tier[0]}"', f'short="{tier[1]}"']
+            )
+            case.queries = [QueryCheck(at, f"ALERTS{{{firing}}}", [])]
+            cases.append(case)
+    return cases
+
+
+def _window_mean(per_minute: list[float], at: int, window: int, step: int) -> float:
+    """A window's miss ratio at minute `at` as the recorded series see it: the mean of the 5m
+    miss ratios recorded (every `step` minutes) in the window, each the mean of the minutes it
+    spans (traffic is steady, so every minute weighs the same; the first minutes' rates less)."""
+    rates = []
+    for m in range(max(step, at - window), at + 1):
+        if m % step == 0:
+            span = per_minute[max(0, m - 5) : m]
+            rates.append((sum(span) / len(span), len(span)))
+    return sum(r * w for r, w in rates) / sum(w for _, w in rates)
 
 
 def _spliced(first: dict[str, str], then: dict[str, str], at: int, span: int) -> dict[str, str]:
