@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -131,6 +133,15 @@ class Prometheus:
         if status != 200 or data.get("status") != "success":
             raise RuntimeError(f"{path} failed ({status}): {params}\n{body[:800]!r}")
         return data["data"]
+
+    def last_evaluations(self) -> list[float]:
+        """Each rule group's last evaluation, in Unix seconds (0 before the first)."""
+        out = []
+        for group in self._api("/api/v1/rules")["groups"]:
+            # RFC 3339 with nanoseconds; datetime reads microseconds.
+            stamp = re.sub(r"(\.\d{6})\d*", r"\1", group["lastEvaluation"]).replace("Z", "+00:00")
+            out.append(max(0.0, datetime.fromisoformat(stamp).timestamp()))
+        return out
 
     def reload(self) -> None:
         request = urllib.request.Request(self.url + "/-/reload", method="POST")
