@@ -45,6 +45,12 @@ def floor_per_minute(v: Vocabulary) -> float:
     return v.cfg.alerts.min_requests / (seconds(v.cfg.alerts.rate_window) / 60)
 
 
+def floor_judged_from(v: Vocabulary) -> int:
+    """The first minute a scenario's traffic, starting at minute 0, fills the rate window the
+    floor counts over: before it a steady rate above the floor still counts under it."""
+    return int(seconds(v.cfg.alerts.rate_window) // 60)
+
+
 def server_state(v: Vocabulary, states: str) -> str:
     """The log exporter's state gauge, for the states of `states` (alternatives: a|b)."""
     return select(LOG, "vllm_log_server_state", v.exporter, state=f"~{states}")

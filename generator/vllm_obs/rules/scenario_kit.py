@@ -83,6 +83,36 @@ class Case:
 NEAR_SIDES = (("just above", 1.2), ("just below", 0.8))
 
 
+# A failure recorded only every few minutes (a probe of a costly model, notification retries
+# with a backoff): each must stay in the alert's window until the next.
+SPARSE_EVERY = 3
+
+
+def sparse_counter(span: int) -> str:
+    """A counter that goes up by one every SPARSE_EVERY minutes, the first at SPARSE_EVERY."""
+    return " ".join(number(m // SPARSE_EVERY) for m in range(span + 1))
+
+
+# The minute one event lands in a counter (between samples 2 and 3), in held_event cases.
+EVENT_AT = 3
+
+
+def held_event(window: int) -> str:
+    """A counter that counts one event at EVENT_AT and no more."""
+    return f"0 0 0 1+0x{window + 2}"
+
+
+def held_checks(alertname: str, window: int, expected: list[Expect]) -> list[Check]:
+    """An alert on increase() over `window` minutes of a held_event counter: silent before the
+    event, firing at once, still firing at the last minute the event is in the window, then not."""
+    return [
+        Check(EVENT_AT - 1, alertname, []),
+        Check(EVENT_AT, alertname, expected),
+        Check(EVENT_AT - 2 + window, alertname, expected),
+        Check(EVENT_AT + window, alertname, []),
+    ]
+
+
 def minutes(duration: str | None) -> int:
     return int(seconds(duration) // 60) if duration else 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...promql import number
 from ...vocabulary import Vocabulary
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
-from ..expressions import floor_per_minute, percent, traffic
+from ..expressions import floor_judged_from, floor_per_minute, percent, traffic
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import NEAR_SIDES, REPLICA, Case, Check, Expect, Inputs, boundary, minutes, series_text
@@ -135,9 +135,8 @@ def _errors(rules: list[Alert], io: Inputs) -> list[Case]:
         rate = floor_per_minute(io.v) * scale
         near = Case(f"{rule.name}: every request failing, traffic {side} alerts.min_requests")
         io.outcomes(near, span + 5, 0, rate)
-        # The 5m request rate reaches the floor once the window is full.
         near.checks = (
-            boundary(rule.name, 5, a.errors_for, [Expect(rule, io.result(), 1.0)])
+            boundary(rule.name, floor_judged_from(io.v), a.errors_for, [Expect(rule, io.result(), 1.0)])
             if scale > 1
             else [Check(span + 4, rule.name, [])]
         )

@@ -15,7 +15,17 @@ from ...vocabulary import Vocabulary, by
 from ..declaration import PER_REPLICA, Declared
 from ..model import Alert, Recording
 from ..runbook_kit import Section
-from ..scenario_kit import Case, Check, Expect, Inputs, boundary, minutes, series_text
+from ..scenario_kit import (
+    Case,
+    Check,
+    Expect,
+    Inputs,
+    boundary,
+    held_checks,
+    held_event,
+    minutes,
+    series_text,
+)
 
 GROUP = "vllm-obs.features"
 
@@ -341,15 +351,8 @@ def _kv_transfer(rules: list[Alert], io: Inputs) -> list[Case]:
             "and stays for alerts.kv_transfer_window"
         )
         labels = io.labels(signal=sig)
-        fire.add(series_text(sig.name, labels), f"0 0 0 1+0x{window + 2}")
-        failed = [Expect(rule, io.result(), 1)]
-        # The failure (between minutes 2 and 3) is in the window up to minute 2 + window.
-        fire.checks = [
-            Check(2, rule.name, []),
-            Check(3, rule.name, failed),
-            Check(1 + window, rule.name, failed),
-            Check(3 + window, rule.name, []),
-        ]
+        fire.add(series_text(sig.name, labels), held_event(window))
+        fire.checks = held_checks(rule.name, window, [Expect(rule, io.result(), 1)])
         quiet = Case(f"VllmKVTransferFailures ({connector}) stays silent without failures")
         quiet.add(series_text(sig.name, labels), "0+0x7")
         quiet.checks = [Check(5, rule.name, [])]

@@ -6,7 +6,7 @@ from ...promql import number
 from ...signals import Signal
 from ...vocabulary import Vocabulary
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
-from ..expressions import check_bucket_bound, floor_per_minute, human_seconds, traffic
+from ..expressions import check_bucket_bound, floor_judged_from, floor_per_minute, human_seconds, traffic
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import (
@@ -219,9 +219,10 @@ def _p95_cases(key: str) -> Builder:
                 io.histogram(near, sig, hot, rate, span)
                 io.traffic(near, rate, span)
                 judged = [Expect(rule, io.result(), value)] if scale > 1 else []
-                # The 5m request rate reaches the floor once the window is full.
                 near.checks = (
-                    boundary(rule.name, 5, rule.for_, judged) if judged else [Check(span - 1, rule.name, [])]
+                    boundary(rule.name, floor_judged_from(io.v), rule.for_, judged)
+                    if judged
+                    else [Check(span - 1, rule.name, [])]
                 )
                 cases.append(near)
         return cases

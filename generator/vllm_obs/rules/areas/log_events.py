@@ -18,6 +18,8 @@ from ..scenario_kit import (
     Expect,
     Inputs,
     boundary,
+    held_checks,
+    held_event,
     minutes,
     series_text,
 )
@@ -220,16 +222,9 @@ def _log_event(event: str) -> Builder:
             f"and stays for alerts.log_event_window"
         )
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):
-            values = f"0 0 0 1+0x{window + 2}" if other == event else f"0+0x{window + 5}"
+            values = held_event(window) if other == event else f"0+0x{window + 5}"
             fire.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
-        fired = [Expect(rule, {**labels, "event": event}, 1)]
-        fire.checks = [
-            Check(2, rule.name, []),
-            Check(3, rule.name, fired),
-            # The event (between minutes 2 and 3) is in the window up to minute 2 + window.
-            Check(1 + window, rule.name, fired),
-            Check(3 + window, rule.name, []),
-        ]
+        fire.checks = held_checks(rule.name, window, [Expect(rule, {**labels, "event": event}, 1)])
         quiet = Case(f"{rule.name} stays silent when only other events happen")
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):
             values = "0+0x7" if other == event else "0 0 0 1 1 1 1 1"

@@ -4,12 +4,23 @@ page: a pipeline that cannot evaluate or deliver is an outage of the monitoring.
 
 from __future__ import annotations
 
-from ...promql import number, selector
+from ...promql import selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import NO_PANEL, Declared
 from ..model import Alert
 from ..runbook_kit import Section
-from ..scenario_kit import REPLICA, Case, Check, Expect, Inputs, boundary, minutes, series_text
+from ..scenario_kit import (
+    REPLICA,
+    SPARSE_EVERY,
+    Case,
+    Check,
+    Expect,
+    Inputs,
+    boundary,
+    minutes,
+    series_text,
+    sparse_counter,
+)
 
 GROUP = "vllm-obs.meta"
 
@@ -312,10 +323,6 @@ def _notification_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     return [failing, unsent, fine, *_sparse_notification_cases(by_stage, io)]
 
 
-# Alertmanager retries a failing receiver with a backoff: a failure every few minutes.
-SPARSE_EVERY = 3
-
-
 def _sparse_notification_cases(by_stage: dict[str, Alert], io: Inputs) -> list[Case]:
     """A failure every few minutes is a failing pipeline too: each stays in alerts.rate_window
     until the next."""
@@ -326,7 +333,7 @@ def _sparse_notification_cases(by_stage: dict[str, Alert], io: Inputs) -> list[C
     for stage, rule in by_stage.items():
         fire_at = SPARSE_EVERY + minutes(rule.for_)
         span = fire_at + 3
-        failures = " ".join(number(m // SPARSE_EVERY) for m in range(span + 1))
+        failures = sparse_counter(span)
         case = Case(f"{rule.name} fires when {stage} fails once every {SPARSE_EVERY} minutes")
         if stage == "alertmanager":
             _pipeline(case, io, stage, DELIVERY_FAILURES, failures, integration="pagerduty")

@@ -4,7 +4,7 @@ and the probe's own health."""
 from __future__ import annotations
 
 from ...exporter_series import PROBE, select
-from ...promql import number, selector
+from ...promql import selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
 from ..expressions import processed_tokens
@@ -14,6 +14,7 @@ from ..scenario_kit import (
     NEIGHBOUR,
     PROBE_ADDRESS,
     REPLICA,
+    SPARSE_EVERY,
     Case,
     Check,
     Expect,
@@ -21,6 +22,7 @@ from ..scenario_kit import (
     boundary,
     minutes,
     series_text,
+    sparse_counter,
 )
 
 GROUP = "vllm-obs.probe"
@@ -270,10 +272,6 @@ def _probe_down(rules: list[Alert], io: Inputs) -> list[Case]:
     return [down, rejected, fine, *windowed]
 
 
-# A probe that waits this long between probes (a costly model) records a failure this often.
-SPARSE_EVERY = 3
-
-
 def _sparse_and_recovered(rule: Alert, io: Inputs, failing: str, labels: dict[str, str]) -> list[Case]:
     """The failures' window from both ends: a probe every few minutes still fires (each failure
     stays in alerts.hung_window until the next), and a probe that answers again resolves at once
@@ -286,7 +284,7 @@ def _sparse_and_recovered(rule: Alert, io: Inputs, failing: str, labels: dict[st
     sparse = Case(f"{rule.name} fires when a probe every {SPARSE_EVERY} minutes fails each time")
     io.probe(sparse, span, failing=failing)
     io.probe_health(sparse, span, 1)
-    sparse.add(failures, " ".join(number(m // SPARSE_EVERY) for m in range(span + 1)))
+    sparse.add(failures, sparse_counter(span))
     # The first failure is counted at minute SPARSE_EVERY.
     sparse.checks = boundary(rule.name, SPARSE_EVERY, rule.for_, [Expect(rule, labels, 0)])
     back = hold + 2

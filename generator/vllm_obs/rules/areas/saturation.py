@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...promql import number, seconds, selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
-from ..expressions import PEAK_WINDOW, floor_per_minute, percent, slots_full, traffic
+from ..expressions import PEAK_WINDOW, floor_judged_from, floor_per_minute, percent, slots_full, traffic
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import NEAR_SIDES, NEIGHBOUR, Case, Check, Expect, Inputs, boundary, minutes, series_text
@@ -499,9 +499,8 @@ def _preemptions(rules: list[Alert], io: Inputs) -> list[Case]:
         near = Case(f"VllmPreemptions: {ratio:g} preemptions per request, traffic {side} alerts.min_requests")
         io.traffic(near, rate, span + 5)
         io.counter(near, sig, round(rate * ratio, 6), span + 5)
-        # The 5m request rate reaches the floor once the window is full.
         near.checks = (
-            boundary(rule.name, 5, rule.for_, [Expect(rule, io.result(), ratio)])
+            boundary(rule.name, floor_judged_from(io.v), rule.for_, [Expect(rule, io.result(), ratio)])
             if scale > 1
             else [Check(span + 4, rule.name, [])]
         )
