@@ -50,8 +50,8 @@
     // error and preemption alerts judge it, so one slow request on an idle replica does not alert
     // (vllm-obs.yml alerts.min_requests)
     minRequests: 20,
-    // requests waiting above this (per replica and model) warns (vllm-obs.yml
-    // alerts.queue_waiting_threshold)
+    // requests waiting above this (per replica and model) warns, while alerts.max_num_seqs is 0;
+    // with it set, queue_waiting_per_slot decides (vllm-obs.yml alerts.queue_waiting_threshold)
     queueWaitingThreshold: 20,
     // how long the queue must stay above the threshold; a queue inflates time to first token within
     // seconds, so keep it short: 1m where bursts drain within a minute, 2m at most otherwise

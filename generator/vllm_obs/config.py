@@ -126,7 +126,16 @@ class AlertsSection:
         "latency, error and preemption alerts judge it, so one slow request on an idle replica "
         "does not alert",
     )
-    queue_waiting_threshold: float = knob(20, "requests waiting above this (per replica and model) warns")
+    queue_waiting_threshold: float = knob(
+        20,
+        "requests waiting above this (per replica and model) warns, while alerts.max_num_seqs is 0; "
+        "with it set, queue_waiting_per_slot decides",
+    )
+    queue_waiting_per_slot: float = knob(
+        0.5,
+        "with alerts.max_num_seqs set, requests waiting above this many per slot (--max-num-seqs) warn: "
+        "at 0.5 a new request waits about half a request's duration before its prefill starts",
+    )
     queue_for: str = knob(
         "2m",
         "how long the queue must stay above the threshold; a queue inflates time to first token "

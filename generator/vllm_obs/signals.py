@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalog import Catalog, SignalSpec
+from .errors import BundleError
 from .source import Family, MetricSource
+
+# What every bundle is built on, as alternatives: a gauge every serving replica has (how a server
+# is tied to its model and seen), and a count of finished requests (the traffic every rate and
+# floor is judged against). Every other signal is optional.
+FOUNDATIONS = (
+    ("requests_running", "requests_waiting"),
+    ("request_success", "e2e_request_latency", "time_to_first_token"),
+)
 
 
 @dataclass(frozen=True)
@@ -77,4 +86,11 @@ def resolve(source: MetricSource, catalog: Catalog) -> Resolution:
             missing.append(key)
         else:
             found[key] = Signal(key, spec, family)
+    for keys in FOUNDATIONS:
+        if not any(key in found for key in keys):
+            names = " or ".join(catalog.signals[key].series[0] for key in keys)
+            raise BundleError(
+                f"{source.origin} has no {names}, which every bundle is built on; save the whole "
+                "/metrics of a vLLM server (not a router's, nor a filtered copy) and try again."
+            )
     return Resolution(source=source, signals=found, missing=tuple(missing))

@@ -9,6 +9,7 @@ through the same code.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -22,6 +23,16 @@ from .releases import minor_of, release_text
 # Families that matter to the bundle. process_* vanish in multiprocess mode
 # (--api-server-count > 1), so only panels use them, and only when the source has them.
 _INTERESTING_PREFIXES = ("vllm:", "http_requests_total", "process_")
+
+
+# A whole line of the text format: a comment, or a sample (name, optional label set, value,
+# optional timestamp). A sample cut inside its value cannot be told from a shorter value; a
+# histogram cut short is caught by its missing +Inf bucket, _sum or _count.
+_COMPLETE_LINE = re.compile(
+    r"#.*|[a-zA-Z_:][a-zA-Z0-9_:]*"
+    r'(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?\s*)*\})?'
+    r"\s+(?:[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)|[-+]?Inf|NaN)(?:\s+-?\d+)?\s*"
+)
 
 
 @dataclass(frozen=True)
@@ -112,10 +123,14 @@ def from_exposition(text: str, origin: str, catalog: Catalog) -> MetricSource:
             "path itself, not a proxy's login or error page."
         )
     if not text.endswith("\n"):
-        raise BundleError(
-            f"{origin} ends in the middle of a line, so the exposition is truncated; "
-            "save or fetch it again in full."
-        )
+        # Editors and copy-paste often drop the final newline: a last line that is a whole
+        # sample or comment is kept; one cut inside its label set or before its value is not.
+        if not _COMPLETE_LINE.fullmatch(text.rsplit("\n", 1)[-1]):
+            raise BundleError(
+                f"{origin} ends in the middle of a line, so the exposition is truncated; "
+                "save or fetch it again in full."
+            )
+        text += "\n"
     try:
         parsed = list(text_string_to_metric_families(text))
     except (ValueError, IndexError, KeyError, TypeError) as exc:

@@ -169,6 +169,8 @@ class Names:
         self.prefix_cache_hits = ratio(level, "vllm_prefix_cache_hits", w)
         self.requests_waiting = gauge(level, "vllm_requests_waiting", "sum")
         self.requests_running = gauge(level, "vllm_requests_running", "sum")
+        # Requests waiting for batch or cache room, without the deferred ones (vLLM 0.20+).
+        self.requests_waiting_for_capacity = gauge(level, "vllm_requests_waiting_for_capacity", "sum")
         self.kv_cache_usage = gauge(level, "vllm_kv_cache_usage", "max")
         self.fleet_kv_cache_usage = gauge("job_model", "vllm_kv_cache_usage", "avg")
         self.fleet_requests_finished = rate("job_model", "vllm_requests_finished", w)

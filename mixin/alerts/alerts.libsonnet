@@ -84,9 +84,9 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmSchedulerThrottled',
             expr:
-              'job_instance_model:vllm_requests_waiting:sum > 0\n' +
+              'job_instance_model:vllm_requests_waiting_for_capacity:sum > 0\n' +
               'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'deriv(job_instance_model:vllm_requests_waiting:sum[' + v.throttledWindow + ']) > 0\n' +
+              'deriv(job_instance_model:vllm_requests_waiting_for_capacity:sum[' + v.throttledWindow + ']) > 0\n' +
               'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
               'job_instance_model:vllm_kv_cache_usage:max < ' + v.throttledKvUsageBelow + '\n' +
               'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
@@ -101,7 +101,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM\'s queue grows while the KV cache has room: the scheduler limits are the bottleneck.',
-              description: 'The queue on {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' has kept growing for ' + v.throttledWindow + ' ({{ $value }} waiting) while KV-cache usage stays below ' + v.throttledKvUsageBelowPercent + ' and running requests sit at their peak of the last 1h; raise --max-num-seqs or --max-num-batched-tokens.',
+              description: 'The queue on {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' has kept growing for ' + v.throttledWindow + ' ({{ $value }} waiting for capacity, deferred requests left out) while KV-cache usage stays below ' + v.throttledKvUsageBelowPercent + ' and running requests sit at their peak of the last 1h; raise --max-num-seqs or --max-num-batched-tokens.',
               runbook_url: c.runbookURLPattern % 'vllmschedulerthrottled',
               dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=4244694' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },

@@ -430,6 +430,10 @@ local values = import '../lib/values.libsonnet';
             expr: 'sum by (' + v.clusterBy + 'job, instance, model_name) (vllm:num_requests_running{' + v.vllmSelector + '})',
           },
           {
+            record: 'job_instance_model:vllm_requests_waiting_for_capacity:sum',
+            expr: 'sum by (' + v.clusterBy + 'job, instance, model_name) (vllm:num_requests_waiting_by_reason{' + v.vllmSelector + ', reason="capacity"})',
+          },
+          {
             record: 'job_instance_model:vllm_kv_cache_usage:max',
             expr: 'max by (' + v.clusterBy + 'job, instance, model_name) (vllm:kv_cache_usage_perc{' + v.vllmSelector + '})',
           },

@@ -142,10 +142,35 @@ def test_connection_closed_before_the_announced_length(capsys, existing_bundle):
         assert "truncated" in run_failing(capsys, existing_bundle, "--metrics-url", url)
 
 
-def test_file_truncated_mid_line(capsys, existing_bundle, tmp_path):
+@pytest.mark.parametrize(
+    "cut_after",
+    [
+        'vllm:num_requests_running{engine="0",mod',
+        'vllm:num_requests_running{engine="0",model_name="tiny-llama"}',
+    ],
+)
+def test_file_truncated_mid_line(cut_after, capsys, existing_bundle, tmp_path):
+    """Cut inside a label set, or before the value."""
+    at = GOOD.index(cut_after) + len(cut_after)
     saved = tmp_path / "cut.prom"
-    saved.write_text(GOOD[: len(GOOD) // 2])
+    saved.write_text(GOOD[:at])
     assert "truncated" in run_failing(capsys, existing_bundle, "--metrics-file", str(saved))
+
+
+def test_a_whole_last_line_without_its_newline_is_kept(capsys, tmp_path):
+    """Saved by an editor or pasted without the final newline (as the real GPU exposition in
+    ../shared/reference/field was): every line is whole, so it is a bundle."""
+    saved = tmp_path / "metrics.prom"
+    saved.write_text(GOOD.rstrip("\n"))
+    out = tmp_path / "bundle"
+    assert vllm_obs(["generate", "--out", str(out), "--metrics-file", str(saved)]) == 0
+    assert "wrote" in capsys.readouterr().err
+    fresh = tmp_path / "fresh"
+    (tmp_path / "whole.prom").write_text(GOOD)
+    assert vllm_obs(["generate", "--out", str(fresh), "--metrics-file", str(tmp_path / "whole.prom")]) == 0
+    rules = "alerts/vllm-alerts.rules.yml"
+    as_pasted = snapshot(out)[rules].decode().replace(str(saved), str(tmp_path / "whole.prom"))
+    assert as_pasted == snapshot(fresh)[rules].decode()
 
 
 def test_file_truncated_at_a_line_boundary_inside_a_histogram(capsys, existing_bundle, tmp_path):

@@ -288,6 +288,29 @@ def test_the_queue_alert_waits_two_minutes_at_most_and_its_tests_follow(setting,
     check_and_test(bundle, skip=(BURN_ONE_WINDOW_FILE,))
 
 
+def test_with_max_num_seqs_the_queue_counts_against_the_slots(tmp_path):
+    """20 waiting is a long queue before 8 slots and a short one before 256: with
+    alerts.max_num_seqs set, the bound is alerts.queue_waiting_per_slot per slot, and the
+    generated tests pin that bound on both sides."""
+    config = {"alerts": {"max_num_seqs": 64, "queue_waiting_per_slot": 0.25}}
+    bundle = generate(tmp_path / "bundle", config=config)
+    rules = yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())
+    (rule,) = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "VllmQueueDepthHigh"]
+    assert rule["expr"] == "job_instance_model:vllm_requests_waiting:sum > 16"
+    assert "(threshold 16: 0.25 per slot of --max-num-seqs 64," in rule["annotations"]["description"]
+    tests = yaml.safe_load((bundle / "tests" / "rules" / "saturation.test.yml").read_text())["tests"]
+    names = [t["name"] for t in tests if t["name"].startswith("VllmQueueDepthHigh")]
+    assert names == [
+        "VllmQueueDepthHigh fires after 2m with 17 waiting",
+        "VllmQueueDepthHigh stays silent at exactly 16 waiting",
+    ]
+    others = tuple(
+        p.name for p in (bundle / "tests" / "rules").glob("*.test.yml") if p.name != "saturation.test.yml"
+    )
+    failures = promtool_each_file_on_its_slice(bundle, skip=others)
+    assert not failures, "\n".join(failures)
+
+
 def test_the_canary_probe_s_requests_are_not_served_traffic(tmp_path):
     """Counting the probe's answered requests as traffic fails the generated tests."""
     bundle = generate(tmp_path / "bundle")

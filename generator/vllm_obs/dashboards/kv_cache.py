@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..config import BundleConfig
+from ..rules.expressions import queue_threshold
 from ..signals import Resolution
 from ..vocabulary import DASHBOARDS, Vocabulary
 from .panels.common import CRIT, LEGEND, WARN, keep, recorded_percentiles
@@ -140,7 +141,7 @@ def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
                     Query(f"{n.requests_waiting}{f.replica}", f"waiting {LEGEND}"),
                     Query(f"{n.requests_running}{f.replica}", f"running {LEGEND}"),
                 ),
-                thresholds=((a.queue_waiting_threshold, WARN),),
+                thresholds=((queue_threshold(a)[0], WARN),),
                 min=0,
             )
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..config import BundleConfig
 from ..promql import number
+from ..rules.expressions import queue_threshold
 from ..signals import Resolution
 from ..vocabulary import BURN_TIERS, DASHBOARDS, Names, Vocabulary
 from .panels.common import CRIT, WARN, error_panel, heatmap, keep, latency_panel, raw_percentiles, stat
@@ -117,7 +118,7 @@ def _fleet(res: Resolution, cfg: BundleConfig, f: Filters, n: Names) -> tuple[Pa
             ),
             stat(
                 "Waiting",
-                f"Requests queued now, all replicas selected; a replica above {a.queue_waiting_threshold:g} "
+                f"Requests queued now, all replicas selected; a replica above {queue_threshold(a)[0]:g} "
                 "for long warns (VllmQueueDepthHigh).",
                 "none",
                 f"sum({n.requests_waiting}{f.replica})",
@@ -301,7 +302,7 @@ def _load(res: Resolution, cfg: BundleConfig, f: Filters, n: Names, a) -> tuple[
             Panel(
                 title="Requests running and waiting",
                 description=(
-                    f"Per replica. Dashed line: the queue alert threshold ({a.queue_waiting_threshold:g}). "
+                    f"Per replica. Dashed line: the queue alert threshold ({queue_threshold(a)[0]:g}). "
                     "Click a line to open that replica."
                 ),
                 unit="none",
@@ -309,7 +310,7 @@ def _load(res: Resolution, cfg: BundleConfig, f: Filters, n: Names, a) -> tuple[
                     Query(f"{n.requests_running}{f.replica}", "running {{instance}} {{model_name}}"),
                     Query(f"{n.requests_waiting}{f.replica}", "waiting {{instance}} {{model_name}}"),
                 ),
-                thresholds=((a.queue_waiting_threshold, WARN),),
+                thresholds=((queue_threshold(a)[0], WARN),),
                 min=0,
                 drill="instance",
             )

@@ -79,12 +79,14 @@ GPU_KNOBS = ("memory_full_threshold", "memory_full_for", "idle_utilization_below
 
 
 # Not mixin knobs: bucket bounds of a histogram, which the generator refuses any other value of
-# (see check_bucket_bound), and max_num_seqs, whose 0 changes the rules' shape (the hour's peak).
+# (see check_bucket_bound), max_num_seqs, whose 0 changes the rules' shape (the hour's peak), and
+# queue_waiting_per_slot, which only counts through max_num_seqs (as their product).
 NOT_KNOBS = (
     "ttft_p95_warning_seconds",
     "itl_p95_warning_seconds",
     "queue_time_p95_warning_seconds",
     "max_num_seqs",
+    "queue_waiting_per_slot",
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..config import AlertsSection
 from ..errors import BundleError
 from ..exporter_series import LOG, select
 from ..promql import number, seconds, selector
@@ -21,6 +22,19 @@ def slots_full(v: Vocabulary) -> tuple[str, str]:
         f"{running} > 0\nand\n{running} >= max_over_time({running}[{PEAK_WINDOW}])",
         f"their peak of the last {PEAK_WINDOW}",
     )
+
+
+def queue_threshold(a: AlertsSection) -> tuple[float, str]:
+    """VllmQueueDepthHigh's bound on requests waiting, and how a description names it: relative
+    to the servers' slots where alerts.max_num_seqs says how many there are (vLLM's exposition does
+    not: `cache_config_info` holds only the cache's settings), else the absolute threshold."""
+    if a.max_num_seqs > 0:
+        bound = round(a.queue_waiting_per_slot * a.max_num_seqs, 6)
+        return (
+            bound,
+            f"{number(a.queue_waiting_per_slot)} per slot of --max-num-seqs {number(a.max_num_seqs)}",
+        )
+    return a.queue_waiting_threshold, ""
 
 
 def human_seconds(value: float) -> str:

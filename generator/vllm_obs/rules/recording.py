@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..exporter_series import PROBE, select
 from ..promql import quote, selector
+from ..signals import FOUNDATIONS
 from ..vocabulary import QUANTILES, Vocabulary, by
 from .areas import capacity, features, gpu, slo_burn
 from .expressions import max_of, minus, sum_of
@@ -184,7 +185,7 @@ def _served_model(v: Vocabulary) -> str:
     """1 for each replica and the model it served within the last hour, also once it is gone:
     how a server that stopped answering, and its HTTP counters, are tied to a model."""
     res = v.res
-    key = next(k for k in ("requests_running", "requests_waiting", "generation_tokens") if k in res.signals)
+    key = next(k for k in FOUNDATIONS[0] if k in res.signals)
     return f"group by ({by(v.scope.instance_model)}) (last_over_time({selector(res[key].name, v.vllm)}[1h]))"
 
 
@@ -274,6 +275,14 @@ def _saturation_recordings(v: Vocabulary) -> list[Recording]:
     for key, record in (("requests_waiting", n.requests_waiting), ("requests_running", n.requests_running)):
         if key in res.signals:
             out.append(Recording(record, f"sum by ({by(sc.instance_model)}) ({selector(res[key].name, s)})"))
+    # From vLLM 0.20 the waiting count includes deferred requests, held back on purpose (a KV
+    # transfer, structured-output compilation): only those waiting for room say the scheduler's
+    # limits are reached.
+    if "requests_waiting_by_reason" in res.signals:
+        capacity = selector(res["requests_waiting_by_reason"].name, s, 'reason="capacity"')
+        out.append(
+            Recording(n.requests_waiting_for_capacity, f"sum by ({by(sc.instance_model)}) ({capacity})")
+        )
 
     # KV-cache usage is a fraction per engine: the fullest engine is what preempts, so
     # take the max; summing fractions across engines is meaningless.

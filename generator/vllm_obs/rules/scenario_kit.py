@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import vllm_obs_contract
 
 from ..promql import bucket_text, equality_labels, number, seconds
-from ..signals import Signal
+from ..signals import FOUNDATIONS, Signal
 from ..vocabulary import Vocabulary
 from .model import Alert
 
@@ -341,7 +341,7 @@ class Inputs:
     def serving(self, case: Case, span: int, who: str = REPLICA, running: float = 0) -> None:
         """The gauge a replica serving the model always has (how a bundle ties a server to its
         model, and sees it), at `running` requests."""
-        key = next(k for k in ("requests_running", "requests_waiting") if k in self.res.signals)
+        key = next(k for k in FOUNDATIONS[0] if k in self.res.signals)
         self.gauge(case, self.res[key], running, span, instance=who)
 
     def http(self, case: Case, span: int, status: dict[str, float], who: str = REPLICA) -> None:

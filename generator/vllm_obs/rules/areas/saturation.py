@@ -5,7 +5,15 @@ from __future__ import annotations
 from ...promql import number, seconds, selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
-from ..expressions import PEAK_WINDOW, floor_judged_from, floor_per_minute, percent, slots_full, traffic
+from ..expressions import (
+    PEAK_WINDOW,
+    floor_judged_from,
+    floor_per_minute,
+    percent,
+    queue_threshold,
+    slots_full,
+    traffic,
+)
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import NEAR_SIDES, NEIGHBOUR, Case, Check, Expect, Inputs, boundary, minutes, series_text
@@ -17,14 +25,21 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmQueueDepthHigh",
-            knobs=("alerts.queue_waiting_threshold", "alerts.queue_for"),
+            knobs=(
+                "alerts.queue_waiting_threshold",
+                "alerts.queue_waiting_per_slot",
+                "alerts.max_num_seqs",
+                "alerts.queue_for",
+            ),
             build=_queue_depth,
             needs=("requests_waiting",),
             panel="Waiting vs running",
             runbook=Section(
                 meaning=(
                     "Requests wait to be scheduled: the number of waiting requests of one replica and model "
-                    "has stayed above the threshold. Demand exceeds what the server admits per step. Every "
+                    "has stayed above the threshold (`alerts.queue_waiting_threshold`, or with "
+                    "`alerts.max_num_seqs` set `alerts.queue_waiting_per_slot` per slot, so a queue counts "
+                    "against the batch it waits for). Demand exceeds what the server admits per step. Every "
                     "waiting request adds its wait to its time to first token within seconds, which is why this "
                     "alert waits only `alerts.queue_for` (2m by default; 1m suits traffic whose bursts drain "
                     "within a minute)."
@@ -62,7 +77,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "sequences or batched tokens per step)."
                 ),
                 confirm=[
-                    "Queue trend: `deriv({waiting}[10m])`",
+                    "Queue trend: `deriv({waiting}[10m])`; from vLLM 0.20 the alert counts only requests "
+                    'waiting for room (`vllm:num_requests_waiting_by_reason{{reason="capacity"}}`), not '
+                    "deferred ones held back on purpose",
                     "KV-cache usage: `{kv}`",
                     "Running: `{running}`",
                 ],
@@ -78,7 +95,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
             name="VllmKVCachePressure",
             knobs=("alerts.kv_usage_threshold", "alerts.kv_usage_for"),
             build=_kv_cache_pressure,
-            needs=("kv_cache_usage",),
+            needs=("kv_cache_usage", "requests_waiting"),
             uses=("preemptions",),
             panel="KV-cache usage per engine",
             runbook=Section(
@@ -164,16 +181,17 @@ def declarations(v: Vocabulary) -> list[Declared]:
 
 def _queue_depth(v: Vocabulary) -> list[Alert]:
     a, sc = v.cfg.alerts, v.scope
+    bound, relative = queue_threshold(a)
     return [
         Alert(
             name="VllmQueueDepthHigh",
-            expr=f"{v.names.requests_waiting} > {number(a.queue_waiting_threshold)}",
+            expr=f"{v.names.requests_waiting} > {number(bound)}",
             for_=a.queue_for,
             severity="warning",
             summary="vLLM requests are queueing.",
             description=(
                 f"{{{{ $value }}}} requests are waiting on {sc.where} "
-                f"(threshold {number(a.queue_waiting_threshold)}, for {a.queue_for})."
+                f"(threshold {number(bound)}{f': {relative}' if relative else ''}, for {a.queue_for})."
             ),
             dashboard="kv_cache",
         )
@@ -184,12 +202,15 @@ def _scheduler_throttled(v: Vocabulary) -> list[Alert]:
     a, sc, n = v.cfg.alerts, v.scope, v.names
     # Every slot taken: a queue beside free slots is not the scheduler's limit.
     full, limit = slots_full(v)
+    # Deferred requests (vLLM 0.20+) wait on something else than room: leave them out.
+    by_reason = v.res.has("requests_waiting_by_reason")
+    queue = n.requests_waiting_for_capacity if by_reason else n.requests_waiting
     return [
         Alert(
             name="VllmSchedulerThrottled",
             expr=(
-                f"{n.requests_waiting} > 0\n"
-                f"and {sc.on_instance_model}\nderiv({n.requests_waiting}[{a.throttled_window}]) > 0\n"
+                f"{queue} > 0\n"
+                f"and {sc.on_instance_model}\nderiv({queue}[{a.throttled_window}]) > 0\n"
                 f"and {sc.on_instance_model}\n{n.kv_cache_usage} < {number(a.throttled_kv_usage_below)}\n"
                 f"and {sc.on_instance_model}\n(\n{full}\n)"
             ),
@@ -197,7 +218,9 @@ def _scheduler_throttled(v: Vocabulary) -> list[Alert]:
             severity="warning",
             summary="vLLM's queue grows while the KV cache has room: the scheduler limits are the bottleneck.",
             description=(
-                f"The queue on {sc.where} has kept growing for {a.throttled_window} ({{{{ $value }}}} waiting) "
+                f"The queue on {sc.where} has kept growing for {a.throttled_window} ({{{{ $value }}}} waiting"
+                + (" for capacity, deferred requests left out" if by_reason else "")
+                + ") "
                 f"while KV-cache usage stays below {percent(a.throttled_kv_usage_below)} and running "
                 f"requests sit at {limit}; raise --max-num-seqs or --max-num-batched-tokens."
             ),
@@ -290,7 +313,7 @@ def _preemption_ratio(v: Vocabulary) -> list[Alert]:
 
 def _queue(rules: list[Alert], io: Inputs) -> list[Case]:
     (rule,) = rules
-    threshold = io.cfg.alerts.queue_waiting_threshold
+    threshold, _ = queue_threshold(io.cfg.alerts)
     sig = io.res["requests_waiting"]
     span = minutes(rule.for_) + 5
     fire = Case(f"VllmQueueDepthHigh fires after {rule.for_} with {threshold + 1:g} waiting")
@@ -313,29 +336,37 @@ def _throttled(rules: list[Alert], io: Inputs) -> list[Case]:
     a = io.cfg.alerts
     span = minutes(rule.for_) + 15
     waiting, running, kv = io.res["requests_waiting"], io.res["requests_running"], io.res["kv_cache_usage"]
+    by_reason = io.res["requests_waiting_by_reason"] if io.res.has("requests_waiting_by_reason") else None
+
+    def queue(case: Case, values: str) -> None:
+        """Requests waiting, all of them for capacity where the source splits them by reason."""
+        case.add(series_text(waiting.name, io.labels(signal=waiting)), values)
+        if by_reason is not None:
+            case.add(series_text(by_reason.name, io.labels(signal=by_reason, reason="capacity")), values)
+
     # KV usage a fifth either side of the bound.
     low, high = (min(1.0, round(a.throttled_kv_usage_below * scale, 6)) for _, scale in reversed(NEAR_SIDES))
     # Running requests at the limit: alerts.max_num_seqs, or (with 0) a steady count at its own peak.
     at_limit = a.max_num_seqs if a.max_num_seqs > 0 else 4
     fire = Case(f"VllmSchedulerThrottled fires when the queue grows for {rule.for_} while KV usage is low")
-    io.ramp(fire, waiting, 1, 1, span)
+    queue(fire, f"1+1x{span}")
     io.gauge(fire, running, at_limit, span)
     io.gauge(fire, kv, low, span)
     start, fire_at = 1, 1 + minutes(rule.for_)
     fire.checks = boundary(rule.name, start, rule.for_, [Expect(rule, io.result(), 1 + fire_at)])
     memory = Case("VllmSchedulerThrottled stays silent when the KV cache, not the scheduler, is the limit")
-    io.ramp(memory, waiting, 1, 1, span)
+    queue(memory, f"1+1x{span}")
     io.gauge(memory, running, at_limit, span)
     io.gauge(memory, kv, high, span)
     memory.checks = [Check(span - 1, rule.name, [])]
     flat = Case("VllmSchedulerThrottled stays silent while the queue holds steady")
-    io.gauge(flat, waiting, 5, span)
+    queue(flat, f"5+0x{span}")
     io.gauge(flat, running, at_limit, span)
     io.gauge(flat, kv, low, span)
     flat.checks = [Check(span - 1, rule.name, [])]
     # Below the limit (alerts.max_num_seqs, or the hour's peak): the queue waits on something else.
     below = Case("VllmSchedulerThrottled stays silent while running requests are below the limit")
-    io.ramp(below, waiting, 1, 1, span)
+    queue(below, f"1+1x{span}")
     if a.max_num_seqs > 0:
         io.gauge(below, running, at_limit - 1, span)
     else:
@@ -353,19 +384,28 @@ def _throttled(rules: list[Alert], io: Inputs) -> list[Case]:
     holds = Case(
         f"VllmSchedulerThrottled keeps firing over {a.throttled_window} after the queue stops growing"
     )
-    holds.add(
-        series_text(waiting.name, io.labels(signal=waiting)), f"1+1x{grew} {1 + grew}+0x{span + window}"
-    )
+    queue(holds, f"1+1x{grew} {1 + grew}+0x{span + window}")
     io.gauge(holds, running, at_limit, span + window)
     io.gauge(holds, kv, low, span + window)
     holds.checks = [Check(grew + window - 2, rule.name, [Expect(rule, io.result(), 1 + grew)])]
     # A queue that grows with nothing running at all: a stalled engine, not a throttled one.
     nothing = Case("VllmSchedulerThrottled stays silent when the queue grows and nothing runs")
-    io.ramp(nothing, waiting, 1, 1, span)
+    queue(nothing, f"1+1x{span}")
     io.gauge(nothing, running, 0, span)
     io.gauge(nothing, kv, low, span)
     nothing.checks = [Check(span - 1, rule.name, [])]
     cases = [fire, memory, flat, below, holds, nothing]
+    if by_reason is not None:
+        # Deferred requests are held back on purpose (a KV transfer, structured-output
+        # compilation): a pile of them is not the scheduler's limit.
+        deferred = Case("VllmSchedulerThrottled stays silent when the requests piling up are deferred")
+        io.ramp(deferred, waiting, 1, 1, span)
+        io.gauge(deferred, by_reason, 0, span, reason="capacity")
+        io.ramp(deferred, by_reason, 1, 1, span, reason="deferred")
+        io.gauge(deferred, running, at_limit, span)
+        io.gauge(deferred, kv, low, span)
+        deferred.checks = [Check(span - 1, rule.name, [])]
+        cases.append(deferred)
     if a.max_num_seqs == 0:
         # The running peak is the limit for PEAK_WINDOW: running at half of it is not at the
         # limit until the peak has left the window.
@@ -376,7 +416,7 @@ def _throttled(rules: list[Alert], io: Inputs) -> list[Case]:
             series_text(running.name, io.labels(signal=running)),
             f"{number(2 * lower)}+0x4 {number(lower)}+0x{peak + span}",
         )
-        io.ramp(old, waiting, 1, 1, peak + span)
+        queue(old, f"1+1x{peak + span}")
         io.gauge(old, kv, low, peak + span)
         # The peak (minutes 0 to 4) leaves the window at minute 5 + peak.
         old.checks = [
