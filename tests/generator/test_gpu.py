@@ -28,9 +28,10 @@ from vllm_obs.rules.areas.gpu import GROUP as ALERT_GROUP
 from vllm_obs.rules.areas.gpu import RECORDING_GROUP
 from vllm_obs.vocabulary import GpuNames
 
-from tests.generator.test_bundle_queries import CATALOG, catalog_names, exporter_series, unexposed
+from tests.generator.test_bundle_queries import CATALOG, catalog_names, unexposed
 from tests.generator.test_rules import check_and_test, promtool
 from tests.support.bundles import BURN_ONE_WINDOW_FILE, generate, rule_exprs
+from tests.support.exposed import exporter_series
 from tests.support.monitoring import Prometheus
 from tests.support.stand_in import stand_in
 

@@ -24,10 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.generator.test_bundle_queries import exporter_series, exposition_names, unexposed
+from tests.generator.test_bundle_queries import unexposed
 from tests.generator.test_rules import check_and_test
 from tests.probe.helpers import running_probe
 from tests.support.bundles import dashboard_panels, dashboards, expand, generate, substitute
+from tests.support.exposed import exporter_series, exposition_names
 from tests.support.monitoring import Alertmanager, Prometheus
 from tests.support.vllm_server import MODEL_NAME, VllmServer, free_port, http_get, send_traffic
 
