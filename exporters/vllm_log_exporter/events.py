@@ -216,14 +216,22 @@ class EventMachine:
 
     def _oom(self, when: float | None, reason: str) -> None:
         if self.phase in (STARTING, FAILED):
-            self._startup_failed(when, reason)
+            self._startup_failed(when, reason)  # counts the oom too
             return
+        self._count_oom(when)
+
+    def _count_oom(self, when: float | None) -> None:
+        # Every rank and process that hit it repeats it: one incident within the window.
         if self.oom_open and self._within(self.oom_since, when):
             return
         self._count(OOM)
         self.oom_open, self.oom_since = True, when
 
     def _startup_failed(self, when: float | None, reason: str) -> None:
+        if reason == OUT_OF_MEMORY:
+            # An out-of-memory is an oom wherever it happens; during a start it is also why the
+            # start failed (the routing sends the two alerts as one notification).
+            self._count_oom(when)
         specific = reason not in GENERIC_REASONS
         self.lifecycle.failed_start()
         if self.phase == FAILED:  # the same failed start, told again

@@ -186,7 +186,7 @@ def test_startup_failure_is_never_an_engine_death_and_takes_the_specific_reason(
     assert pipeline.machine.phase == FAILED
 
 
-def test_oom_during_startup_is_a_startup_failure_not_an_oom() -> None:
+def test_oom_during_startup_is_an_oom_and_a_startup_failure() -> None:
     text = (
         api("10:00:00", "non-default args: {'model': 'm'}")
         + line("10:00:30", "EngineCore failed to start.")
@@ -196,7 +196,11 @@ def test_oom_during_startup_is_a_startup_failure_not_an_oom() -> None:
         )
     )
     pipeline = run(text)
-    assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_begin": 1, "startup_failed": 1}
+    assert {k: v for k, v in pipeline.counts.events.items() if v} == {
+        "startup_begin": 1,
+        "startup_failed": 1,
+        "oom": 1,
+    }
     assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"out_of_memory": 1}
 
 

@@ -113,7 +113,7 @@ def test_label_sets_are_the_contract() -> None:
 def test_every_pattern_has_versions_and_a_source() -> None:
     for pattern in PATTERNS:
         assert pattern.versions, pattern.name
-        assert pattern.source in ("captured", "template"), pattern.name
+        assert pattern.source in ("captured", "field", "template"), pattern.name
 
 
 def test_captured_samples_are_really_in_the_captures() -> None:
@@ -126,6 +126,15 @@ def test_captured_samples_are_really_in_the_captures() -> None:
     for pattern in PATTERNS:
         if pattern.source == "captured":
             assert masked(pattern.sample) in captured, pattern.name
+
+
+def test_field_samples_are_lines_of_the_field_corpus() -> None:
+    """A `field` sample is a whole line a user posted, kept with its source URL."""
+    lines = {line for p in (LOGS / "field").glob("*.log") for line in p.read_text("utf-8").splitlines()}
+    field = [p for p in PATTERNS if p.source == "field"]
+    assert field
+    for pattern in field:
+        assert pattern.sample in lines, pattern.name
 
 
 def test_traceback_frames_never_match() -> None:

@@ -189,6 +189,9 @@ POSTED = [
     # An OOM that killed the engine warns once, for the OOM.
     alert("oom", "VllmOutOfMemory", "warning", instance="e-0:8000", event="oom"),
     alert("oom-dead", "VllmEngineDead", "warning", instance="e-0:8000", event="engine_dead"),
+    # An OOM during a start is that start's failure: one warning, for the OOM.
+    alert("start-oom", "VllmOutOfMemory", "warning", instance="i-0:8000", event="oom"),
+    alert("start-oom-failed", "VllmStartupFailed", "warning", instance="i-0:8000", event="startup_failed"),
     # A hung engine explains its replica's symptoms too.
     alert("hung", "VllmEngineHung", "warning", instance="f-0:8000", model_name="f"),
     alert("hung-errors", "VllmRequestErrors", "warning", instance="f-0:8000", model_name="f"),
@@ -214,6 +217,7 @@ INHIBITED = {
     "d-queue",
     "d-availability",
     "oom-dead",
+    "start-oom-failed",
     "hung-errors",
     "loop-failed",
     "loop-slow",
@@ -238,6 +242,7 @@ def test_inhibition_on_a_real_alertmanager(tmp_path):
         "c-availability",
         "d-capacity",
         "oom",
+        "start-oom",
         "hung",
         "loop",
         "slow-elsewhere",

@@ -95,7 +95,7 @@ def test_the_feature_cases_fail_when_a_threshold_drifts(before, after, tmp_path)
     text = path.read_text()
     assert before in text
     path.write_text(text.replace(before, after, 1))
-    assert promtool_each_file_on_its_slice(bundle, skip=BURN_TEST_FILES)
+    assert promtool_each_file_on_its_slice(bundle, skip=BURN_TEST_FILES, first_failure=True)
 
 
 def test_feature_flags_are_checked(capsys, tmp_path):

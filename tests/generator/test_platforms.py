@@ -100,4 +100,4 @@ def test_dropping_the_replica_label_fails_the_ray_bundle_s_tests(tmp_path):
     for path in (bundle / "alerts").glob("*.rules.yml"):
         text = path.read_text()
         path.write_text(text.replace("instance, ReplicaId, ", "instance, "))
-    assert promtool_each_file_on_its_slice(bundle)
+    assert promtool_each_file_on_its_slice(bundle, first_failure=True)

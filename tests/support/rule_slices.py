@@ -123,12 +123,15 @@ class RuleFiles:
 _PASSED: set[str] = set()  # digests of (slice, test file) runs that passed, in this process
 
 
-def promtool_each_file_on_its_slice(bundle: Path, skip: tuple[str, ...] = ()) -> list[str]:
+def promtool_each_file_on_its_slice(
+    bundle: Path, skip: tuple[str, ...] = (), first_failure: bool = False
+) -> list[str]:
     """Run the cases of each of the bundle's promtool test files on the slice of the alerts they
     name, one run per set of alerts; the output of each run that fails. Cases with expression
     tests, or an alert without a slice, run on the whole rules. A run identical to
     one that already passed in this process is not repeated: bundles of other releases often
-    share rules byte for byte. `skip` names test files not to run."""
+    share rules byte for byte. `skip` names test files not to run; `first_failure` stops at the
+    first run that fails (for a test that only needs the broken rule noticed)."""
     promtool = binary("promtool")
     rules = RuleFiles(bundle)
     failures = []
@@ -151,7 +154,16 @@ def promtool_each_file_on_its_slice(bundle: Path, skip: tuple[str, ...] = ()) ->
             said = _promtool_once(promtool, path.name, chosen, content)
             if said is not None:
                 failures.append(f"{path.name} ({', '.join(sorted(alerts)) or 'expressions'}):\n{said}")
+                if first_failure:
+                    return failures
     return failures
+
+
+def all_test_files_but(bundle: Path, *kept: str) -> tuple[str, ...]:
+    """The `skip` that runs only the test files named `kept` (a change to one area's rules)."""
+    names = tuple(p.name for p in (bundle / "tests" / "rules").glob("*.test.yml"))
+    assert set(kept) <= set(names), f"no test file {set(kept) - set(names)} in {bundle}"
+    return tuple(n for n in names if n not in kept)
 
 
 def _promtool_once(promtool: str, name: str, files: dict[str, str], test: dict) -> str | None:

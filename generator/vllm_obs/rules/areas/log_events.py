@@ -106,8 +106,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=_log_event("oom"),
-            # An out-of-memory that killed the engine pages once, with its cause.
-            inhibits=(Inhibition(alerts=("VllmEngineDead",)),),
+            # An out-of-memory that killed the engine, or the start it failed, notifies once, with
+            # its cause (the log exporter counts an OOM during a start as both).
+            inhibits=(Inhibition(alerts=("VllmEngineDead", "VllmStartupFailed")),),
             symptoms=(PER_REPLICA,),
         ),
         Declared(
