@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from tests.support.rule_slices import PASSED_DIR_ENV
 from tests.support.vllm_server import VllmServer, send_traffic
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def promtool_passes_shared_by_workers(tmp_path_factory: pytest.TempPathFactory):
+    """One folder per run, shared by its xdist workers (their temp folders have one parent), where
+    a promtool run that passed is marked so that no worker repeats it."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "promtool-passed"
+    folder.mkdir(exist_ok=True)
+    os.environ[PASSED_DIR_ENV] = str(folder)
+    yield
+    os.environ.pop(PASSED_DIR_ENV, None)
 
 
 @pytest.fixture(scope="session")

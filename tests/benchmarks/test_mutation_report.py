@@ -13,7 +13,7 @@ from benchmarks.mutation.run import Bundle, run
 pytestmark = pytest.mark.prometheus
 
 REPORT = REPO / "docs" / "mutation.md"
-SAMPLE = 10  # mutants of the default bundle, spread evenly over its rules
+SAMPLE = 6  # mutants of the default bundle, spread evenly over its rules
 
 
 def reported() -> tuple[dict[str, str], set[str]]:

@@ -102,7 +102,8 @@ def test_a_slice_still_catches_a_broken_burn_rule(tmp_path):
     text = path.read_text()
     assert text.count("> (14.4 * ") >= 2
     path.write_text(text.replace("> (14.4 * ", "> (20 * "))
-    failures = promtool_each_file_on_its_slice(bundle)
+    # The burn scenarios' own file: the other files read no burn alert.
+    failures = promtool_each_file_on_its_slice(bundle, skip=all_test_files_but(bundle, "slo-burn.test.yml"))
     assert [f.split(":\n", 1)[0] for f in failures] == [
         f"slo-burn.test.yml ({alert})"
         for alert in (
