@@ -19,5 +19,5 @@ def shared_file(relative: str) -> Path:
     """The file under ../shared, or skip the test in one line saying it is absent."""
     path = SHARED / relative
     if not path.is_file():
-        pytest.skip(f"{path} is absent (no ../shared beside this clone; see the README's Field data)")
+        pytest.skip(f"{path} is absent (no ../shared beside this clone; the README says where to get it)")
     return path
