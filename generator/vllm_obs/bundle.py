@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from . import layout
 from .alertmanager_config import alertmanager_config
@@ -12,11 +13,13 @@ from .config import BundleConfig
 from .dashboards.build import SIGNAL_PANELS, dashboards
 from .dashboards.render.grafana import render as render_dashboard
 from .dashboards.render.provisioning import dashboard_provider, datasources
+from .dashboards.spec import Dashboard
 from .kubernetes_manifests import alertmanager_config_resource, dashboards_config_map, prometheus_rule
 from .links import link_warnings
 from .mixin import mixin_files
 from .prometheus_config import prometheus_config
 from .rules.assembly import AREAS, Assembled, assemble
+from .rules.model import Group
 from .rules.promtool_files import test_files
 from .rules.recording import recording_groups
 from .rules.rule_files import rule_file
@@ -34,28 +37,59 @@ class Bundle:
     summary: str
 
 
-def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> Bundle:
+@dataclass(frozen=True)
+class Parts:
+    """Everything a bundle is made of, before it is written as text: what reads the source."""
+
+    v: Vocabulary
+    recording: list[Group]
+    assembled: Assembled
+    routing: dict[str, Any]
+    dashboards: list[Dashboard]
+    tests: dict[str, dict]  # promtool test documents by group
+    runbook: str
+
+
+RULE_FILES = (layout.RECORDING_RULES, layout.ALERT_RULES)
+
+
+def compose(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> Parts:
     v = vocabulary(resolve(source, catalog), cfg)
-    header = [f"Source: {source.summary}."]
     recording = recording_groups(v)
     assembled = assemble(v)
-    rule_files = (layout.RECORDING_RULES, layout.ALERT_RULES)
-    routing = alertmanager_config(v, assembled.inhibitions)
+    tests = test_files(
+        assembled, v, [layout.from_rule_tests_dir(f) for f in RULE_FILES], [g.name for g in recording]
+    )
+    return Parts(
+        v=v,
+        recording=recording,
+        assembled=assembled,
+        routing=alertmanager_config(v, assembled.inhibitions),
+        dashboards=dashboards(v),
+        tests=tests,
+        runbook=runbook(assembled, v),
+    )
+
+
+def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> Bundle:
+    parts = compose(source, catalog, cfg)
+    v, recording, assembled, routing = parts.v, parts.recording, parts.assembled, parts.routing
+    header = [f"Source: {source.summary}."]
     files: dict[str, str] = {
         layout.PROMETHEUS_CONFIG: dump(
-            prometheus_config(cfg, [layout.from_prometheus_dir(f) for f in rule_files]), header
+            prometheus_config(cfg, [layout.from_prometheus_dir(f) for f in RULE_FILES]), header
         ),
         layout.RECORDING_RULES: rule_file(recording, v, header),
         layout.ALERT_RULES: rule_file(assembled.groups, v, header),
         layout.ALERTMANAGER_CONFIG: dump(routing, header),
-        layout.RUNBOOKS: runbook(assembled, v),
+        layout.RUNBOOKS: parts.runbook,
         layout.DATASOURCES: dump(datasources(cfg), header),
         layout.DASHBOARD_PROVIDER: dump(dashboard_provider(cfg), header),
     }
-    for dash in dashboards(v):
+    for dash in parts.dashboards:
         files[layout.dashboard_file(dash.key)] = render_dashboard(dash, cfg, source.summary)
     dashboard_files = {k: t for k, t in files.items() if k.startswith(layout.DASHBOARDS_DIR)}
-    files[layout.PROMETHEUS_RULE] = prometheus_rule({k: files[k] for k in rule_files}, header)
+    files[layout.PROMETHEUS_RULE] = prometheus_rule({k: files[k] for k in RULE_FILES}, header)
     files[layout.DASHBOARDS_CONFIG_MAP] = dashboards_config_map(dashboard_files, header)
     files[layout.ALERTMANAGER_CONFIG_RESOURCE] = alertmanager_config_resource(routing, header)
     # The same rules and dashboards as a jsonnet mixin, its thresholds and names left to _config.
@@ -69,10 +103,7 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
             header,
         )
     )
-    tests = test_files(
-        assembled, v, [layout.from_rule_tests_dir(f) for f in rule_files], [g.name for g in recording]
-    )
-    for group, doc in tests.items():
+    for group, doc in parts.tests.items():
         files[layout.rule_test_file(group)] = dump(
             doc, [*header, f"Run with: promtool test rules {layout.RULE_TESTS_DIR}*.test.yml"]
         )

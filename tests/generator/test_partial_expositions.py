@@ -17,20 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
-from vllm_obs.alertmanager_config import alertmanager_config
+from vllm_obs import bundle
 from vllm_obs.catalog import Catalog
 from vllm_obs.cli import main as vllm_obs
 from vllm_obs.config import load_config
-from vllm_obs.dashboards.build import dashboards
 from vllm_obs.errors import BundleError
-from vllm_obs.rules.assembly import assemble
 from vllm_obs.rules.model import Recording
-from vllm_obs.rules.promtool_files import test_files as promtool_test_files
-from vllm_obs.rules.recording import recording_groups
-from vllm_obs.rules.runbook_file import runbook
-from vllm_obs.signals import resolve
 from vllm_obs.source import from_exposition
-from vllm_obs.vocabulary import vocabulary
 
 from tests.support.bundles import selected_names, substitute
 from tests.support.exposed import PROMETHEUS_OWN, exporter_series, exposition_names
@@ -49,21 +42,17 @@ REAL = sorted(
 
 
 def compose(text: str) -> tuple[dict[str, str], set[str]]:
-    """Every part of a bundle that reads the source, in memory: (where -> PromQL, recorded names)."""
-    v = vocabulary(resolve(from_exposition(text, "the exposition", CATALOG), CATALOG), CONFIG)
-    recording = recording_groups(v)
-    assembled = assemble(v)
-    promtool_test_files(assembled, v, [], [g.name for g in recording])
-    alertmanager_config(v, assembled.inhibitions)
-    runbook(assembled, v)
+    """Every part of a bundle that reads the source, in memory (the text rendering is left out:
+    it reads nothing more): (where -> PromQL, recorded names)."""
+    parts = bundle.compose(from_exposition(text, "the exposition", CATALOG), CATALOG, CONFIG)
     exprs: dict[str, str] = {}
     recorded: set[str] = set()
-    for group in (*recording, *assembled.groups):
+    for group in (*parts.recording, *parts.assembled.groups):
         for i, rule in enumerate(group.rules):
             exprs[f"{group.name}:{i}"] = rule.expr
             if isinstance(rule, Recording):
                 recorded.add(rule.record)
-    for dash in dashboards(v):
+    for dash in parts.dashboards:
         values = {f"${var.name}": var.all_value for var in dash.variables if var.kind == "query"}
         for row in dash.rows:
             for panel in row.panels:
