@@ -42,6 +42,7 @@ gauge vllm_log_v0_preemptions_cumulative
 EVENT_OF_KIND = {
     "oom": "oom",
     "engine_dead": "engine_dead",
+    "engine_exception": "engine_dead",
     "startup_failed": "startup_failed",
     "startup_begin": "startup_begin",
     "engine_begin": "startup_begin",

@@ -111,6 +111,8 @@ class EventMachine:
         self.pending_reason: str | None = None  # provisional startup-failure reason
         self.pending_time: float | None = None
         self.pending_wall: float | None = None
+        self.exception_time: float | None = None  # an engine exception not yet told apart
+        self.exception_wall: float | None = None
         self.last_log_time: float | None = None
         self.v0_preemption_total: int | None = None
         self.lifecycle = Lifecycle(counts, clock, live=self.settings.live)
@@ -157,19 +159,30 @@ class EventMachine:
             self.lifecycle.shutdown_complete()
         elif kind == "engine_dead":
             self._engine_dead(when)
+        elif kind == "engine_exception":
+            self._engine_exception(when)
+        elif kind == "frame":
+            if pattern.context == "serving":
+                self._engine_dead(when)
+            else:
+                self._start_path(when)
         elif kind == "oom":
             self._oom(when, pattern.reason or OUT_OF_MEMORY)
         elif kind == "startup_failed":
             self._startup_failed(when, pattern.reason or OTHER)
 
     def tick(self) -> None:
-        """Settle a provisional reason that has waited settle_after wall-clock seconds."""
-        if self.pending_wall is not None:
-            if self.clock() - self.pending_wall >= self.settings.settle_after:
-                self.settle()
+        """Settle what has waited settle_after wall-clock seconds for more lines."""
+        now, after = self.clock(), self.settings.settle_after
+        if self.exception_wall is not None and now - self.exception_wall >= after:
+            self._exception_is_death()
+        if self.pending_wall is not None and now - self.pending_wall >= after:
+            self.settle()
 
     def settle(self) -> None:
-        """End the current startup-failure incident's wait for a specific reason."""
+        """End the waits of the current incident: an engine exception nothing has told apart
+        is a death, a generic startup-failure reason is final."""
+        self._exception_is_death()
         if self.pending_reason is not None:
             self.counts.startup_failures[self.pending_reason] += 1
         self.pending_reason = self.pending_time = self.pending_wall = None
@@ -202,7 +215,34 @@ class EventMachine:
             self._count(SHUTDOWN)
         self._set_phase(STOPPING, when)
 
+    def _engine_exception(self, when: float | None) -> None:
+        # "EngineCore hit an exception" comes before the traceback, which ends in the engine's
+        # loop (a death) or in its constructor (a failed start). With the start out of view,
+        # wait for it: the next telling line, or settle(), decides.
+        if self.phase != UNKNOWN:
+            self._engine_dead(when)
+        elif self.exception_time is None:
+            self.exception_time, self.exception_wall = when, self.clock()
+
+    def _exception_is_death(self) -> None:
+        if self.exception_wall is not None:
+            when = self.exception_time
+            self.exception_time = self.exception_wall = None
+            self._engine_dead(when)
+
+    def _start_path(self, when: float | None) -> None:
+        # A traceback through a method only a start calls: the server was starting, though
+        # its start marker is out of view. An OOM already counted in this incident is why.
+        if self.phase != UNKNOWN:
+            return
+        self.exception_time = self.exception_wall = None
+        if self.oom_open and self._within(self.oom_since, when):
+            self._startup_failed(when, OUT_OF_MEMORY)
+        else:
+            self._startup_failed(when, ENGINE_INIT_FAILED)
+
     def _engine_dead(self, when: float | None) -> None:
+        self.exception_time = self.exception_wall = None
         if self.phase in (STARTING, FAILED):
             self._startup_failed(when, ENGINE_INIT_FAILED)
         elif self.phase == STOPPING:
@@ -228,6 +268,9 @@ class EventMachine:
         self.oom_open, self.oom_since = True, when
 
     def _startup_failed(self, when: float | None, reason: str) -> None:
+        self.exception_time = self.exception_wall = None
+        if reason in GENERIC_REASONS and self.oom_open and self._within(self.oom_since, when):
+            reason = OUT_OF_MEMORY  # the OOM just counted is why (it counts once)
         if reason == OUT_OF_MEMORY:
             # An out-of-memory is an oom wherever it happens; during a start it is also why the
             # start failed (the routing sends the two alerts as one notification).
@@ -281,6 +324,8 @@ class EventMachine:
         return abs(when - since) <= self.settings.window
 
     def _expire(self, now: float) -> None:
+        if self.exception_time is not None and abs(now - self.exception_time) > self.settings.window:
+            self._exception_is_death()
         if self.pending_time is not None and abs(now - self.pending_time) > self.settings.window:
             self.settle()
         if self.phase_time is None:
@@ -303,6 +348,8 @@ class EventMachine:
             "pending_reason": self.pending_reason,
             "pending_time": self.pending_time,
             "pending_wall": self.pending_wall,
+            "exception_time": self.exception_time,
+            "exception_wall": self.exception_wall,
             "last_log_time": self.last_log_time,
             "v0_preemption_total": self.v0_preemption_total,
             "lifecycle": self.lifecycle.to_json(),
@@ -321,6 +368,8 @@ class EventMachine:
         self.pending_wall = _optional_float(data.get("pending_wall"))
         if self.pending_reason is None:
             self.pending_time = self.pending_wall = None
+        self.exception_wall = _optional_float(data.get("exception_wall"))
+        self.exception_time = _optional_float(data.get("exception_time")) if self.exception_wall is not None else None
         self.last_log_time = _optional_float(data.get("last_log_time"))
         total = data.get("v0_preemption_total")
         self.v0_preemption_total = int(total) if total is not None else None

@@ -61,6 +61,8 @@ KINDS = frozenset(
         "ignore",
         "oom",
         "engine_dead",
+        "engine_exception",
+        "frame",
         "startup_failed",
         "startup_begin",
         "engine_begin",
@@ -86,6 +88,10 @@ _REQUIRED_GROUPS = {
 # Kinds whose regex may define a `version` group (the vLLM version the line announces).
 _VERSION_KINDS = frozenset({"startup_begin", "engine_begin"})
 
+FRAME_CONTEXTS = ("serving", "starting")
+"""What a traceback frame tells (its `context` field): `serving`, the engine's loop raised
+(the engine ended); `starting`, the failure happened on the way up (the server never came up)."""
+
 DURATION_SOURCES = ("weights", "model_load", "engine_init")
 """What a startup_duration line measures (its `phase` field): `weights` and `model_load`
 both give the weights phase (model_load only when no weights line was seen)."""
@@ -107,6 +113,7 @@ class Pattern:
     sample: str
     reason: str | None = None
     phase: str | None = None
+    context: str | None = None
     versions: str = ""
     source: str = ""
 
@@ -120,6 +127,9 @@ class PatternSet:
         # may look at them, so a request for `/torch.OutOfMemoryError` is not an OOM.
         access = tuple(p for p in self.patterns if p.kind == "http_access")
         object.__setattr__(self, "_access", access)
+        # Traceback frames are indented: only frame patterns may look at indented text.
+        frames = tuple(p for p in self.patterns if p.kind == "frame")
+        object.__setattr__(self, "_frames", frames)
 
     @property
     def anchors(self) -> tuple[str, ...]:
@@ -133,12 +143,17 @@ class PatternSet:
     def match(self, message: str) -> tuple[Pattern, re.Match[str]] | None:
         """The first pattern (file order) whose anchor and regex both occur in message.
 
-        Indented messages (traceback frames, quoted source) never match; an `ignore`
-        match returns None.
+        Indented messages (traceback frames, quoted source) are only matched by frame
+        patterns; an `ignore` match returns None.
         """
-        if not is_matchable(message):
+        if not message:
             return None
-        candidates = self._access if ACCESS_LINE.match(message) else self.patterns  # type: ignore[attr-defined]
+        if not is_matchable(message):
+            candidates = self._frames  # type: ignore[attr-defined]
+        elif ACCESS_LINE.match(message):
+            candidates = self._access  # type: ignore[attr-defined]
+        else:
+            candidates = self.patterns
         for pattern in candidates:
             if pattern.anchor in message:
                 found = pattern.regex.search(message)
@@ -185,7 +200,7 @@ def load_patterns(path: Path | None = None) -> PatternSet:
 
 def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
     seen: set[str] = set()
-    allowed = {"name", "kind", "reason", "phase", "anchor", "regex", "versions", "sample", "source"}
+    allowed = {"name", "kind", "reason", "phase", "context", "anchor", "regex", "versions", "sample", "source"}
     for index, entry in enumerate(entries):
         where = f"{origin} entry {index + 1}"
         if not isinstance(entry, dict):
@@ -224,10 +239,17 @@ def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
             raise PatternError(f"{where}: a 'phase' is needed by startup_duration entries and only by them")
         if phase is not None and phase not in DURATION_SOURCES:
             raise PatternError(f"{where} has unknown phase {phase!r}; known: {', '.join(DURATION_SOURCES)}")
+        context = entry.get("context")
+        if (kind == "frame") != (context is not None):
+            raise PatternError(f"{where}: a 'context' is needed by frame entries and only by them")
+        if context is not None and context not in FRAME_CONTEXTS:
+            raise PatternError(f"{where} has unknown context {context!r}; known: {', '.join(FRAME_CONTEXTS)}")
+        if kind == "frame" and not (regex.pattern.startswith("^") and regex.pattern.endswith("$")):
+            raise PatternError(f"{where}: a frame regex must match the whole line (^...$), so text around it never matches")
         if entry["anchor"] not in entry["sample"]:
             raise PatternError(f"{where}: the sample does not contain the anchor {entry['anchor']!r}")
         messages = parse_line(clean_line(entry["sample"].encode("utf-8"))).messages
-        if not any(is_matchable(m) and regex.search(m) for m in messages):
+        if not any((is_matchable(m) or kind == "frame") and regex.search(m) for m in messages):
             raise PatternError(f"{where}: the regex does not match its own sample's message")
         yield Pattern(
             name=name,
@@ -237,6 +259,7 @@ def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
             sample=entry["sample"],
             reason=reason,
             phase=phase,
+            context=context,
             versions=str(entry.get("versions", "")),
             source=str(entry.get("source", "")),
         )

@@ -381,3 +381,79 @@ def test_event_state_survives_a_round_trip() -> None:
     assert other.machine.to_json() == saved
     feed_text(other, line("10:05:10", OOM) + api("10:05:10", DEAD_ERROR, "ERROR"))
     assert other.counts.events["oom"] == 0 and other.counts.events["engine_dead"] == 0  # same incident
+
+
+HIT = "EngineCore hit an exception: Traceback (most recent call last):"
+LOOP_FRAME = '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 701, in run_busy_loop'
+BUILD_FRAME = '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 316, in __init__'
+
+
+def test_an_engine_exception_out_of_view_of_the_start_is_told_by_its_traceback() -> None:
+    """`EngineCore hit an exception` prints before the traceback that says where: through the
+    engine's loop it is a death, through its constructor a failed start."""
+    serving = run(line("10:00:00", HIT) + line("10:00:00", LOOP_FRAME))
+    assert {k: v for k, v in serving.counts.events.items() if v} == {"engine_dead": 1}
+    starting = run(line("10:00:00", HIT) + line("10:00:00", BUILD_FRAME))
+    assert {k: v for k, v in starting.counts.events.items() if v} == {"startup_failed": 1}
+    assert {k: v for k, v in starting.counts.startup_failures.items() if v} == {"engine_init_failed": 1}
+    # With the start in view, the phase decides at once.
+    assert events(START + line("10:05:00", HIT)) == {"startup_begin": 1, "startup_complete": 1, "engine_dead": 1}
+
+
+def test_an_engine_exception_nothing_tells_apart_is_a_death_once_it_settles() -> None:
+    clock = FakeClock()
+    pipeline = make_pipeline(clock)
+    source = pipeline.new_source()
+    pipeline.feed(source, line("10:00:00", HIT).encode())
+    assert pipeline.counts.events["engine_dead"] == 0  # the traceback may still say where
+    clock.advance(10)
+    pipeline.tick()
+    assert pipeline.counts.events["engine_dead"] == 1
+    pipeline.feed(source, (line("10:00:01", LOOP_FRAME) + api("10:00:01", DEAD_ERROR, "ERROR")).encode())
+    assert pipeline.counts.events["engine_dead"] == 1  # the same death
+    # A later line outside the window settles it too, in log time.
+    later = run(line("10:00:00", HIT) + api("10:01:00", STATS))
+    assert later.counts.events["engine_dead"] == 1
+
+
+def test_a_start_method_in_a_traceback_makes_an_oom_a_failed_start_in_either_order() -> None:
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 2 has"
+    frame = '  File "/x/vllm/v1/worker/gpu_worker.py", line 507, in compile_or_warm_up_model'
+    for text in (line("10:00:00", oom) + line("10:00:00", frame), line("10:00:00", frame) + line("10:00:00", oom)):
+        pipeline = run(text)
+        assert {k: v for k, v in pipeline.counts.events.items() if v} == {"oom": 1, "startup_failed": 1}
+        assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"out_of_memory": 1}
+    # While serving, the same frame is not a failed start (a new start would show its marker).
+    assert events(START + line("10:05:00", frame) + line("10:05:00", oom)) == {
+        "startup_begin": 1,
+        "startup_complete": 1,
+        "oom": 1,
+    }
+
+
+def test_an_oom_just_before_a_generic_start_failure_is_its_reason() -> None:
+    text = (
+        line("10:00:00", "Cuda failure 2 'out of memory'", proc="VllmWorker rank=3 pid=2")
+        + line("10:00:00", "EngineCore failed to start.")
+    )
+    pipeline = run(text)
+    assert {k: v for k, v in pipeline.counts.events.items() if v} == {"oom": 1, "startup_failed": 1}
+    assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"out_of_memory": 1}
+    # Further apart than the window, the OOM is another incident.
+    apart = run(
+        line("10:00:00", "Cuda failure 2 'out of memory'", proc="VllmWorker rank=3 pid=2")
+        + line("10:05:00", "EngineCore failed to start.")
+    )
+    assert {k: v for k, v in apart.counts.startup_failures.items() if v} == {"engine_init_failed": 1}
+
+
+def test_a_pending_engine_exception_survives_a_round_trip() -> None:
+    clock = FakeClock()
+    pipeline = make_pipeline(clock)
+    pipeline.feed(pipeline.new_source(), line("10:00:00", HIT).encode())
+    saved = pipeline.machine.to_json()
+    other = make_pipeline(clock)
+    other.machine.restore(saved)
+    assert other.machine.to_json() == saved
+    feed_text(other, line("10:00:00", BUILD_FRAME))
+    assert other.counts.events["startup_failed"] == 1 and other.counts.events["engine_dead"] == 0

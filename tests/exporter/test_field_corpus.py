@@ -38,25 +38,12 @@ PROVENANCE = table("provenance.tsv")
 
 # What the exporter does instead, until it learns better (issue: field truth).
 GAPS = {
-    "01-ray-nccl-watchdog-unknown-error.log": "an NCCL watchdog abort with `CUDA error: unknown error` counts nothing",
-    "02-v0-mp-worker-nccl-unhandled-cuda-init.log": "V0 `Exception in worker ... init_device: NCCL error` counts nothing",
-    "03-v0-worker-oom-load-model-bracketed.log": "an OOM with no start marker in view counts no failed start",
-    "09-v1-cuda-driver-error-oom-busy-loop.log": "a death seen only in the busy loop's traceback is not counted",
     "14-ray-serve-replica-engine-dead.log": "Ray Serve's own request failure line is not a request error",
     "15-ray-serve-controller-replica-init-failure.log": "Ray Serve's replica start failure counts nothing",
-    "17-buildkite-v1-engine-core-hit-exception-startup.log": "`EngineCore hit an exception` with no start marker in view counts as a death",
     "21-hang-shm-broadcast-enginecore.log": "no event says the engine hangs",
     "23-xpu-hard-wrapped-kv-cache-too-small.log": "a KV-cache error hard-wrapped by the terminal counts nothing",
-    "24-ray-actor-rfc3339-v0-initialize-cache-error.log": "V0 `Error executing method initialize_cache` counts nothing",
     "30-v1-serving-chat-engine-dead-dp0.log": "a serving error seen only in its traceback is not a request error",
-    "37-gke-cloud-logging-v1-sampler-warmup-oom.log": "an OOM with no start marker in view counts no failed start",
-    "41-v0-ray-stripped-ansi-watchdog-timeout.log": "an NCCL watchdog collective timeout counts nothing",
-    "42-v1-cuda-graph-capture-cuda-error-oom.log": "an OOM with no start marker in view counts no failed start",
     "46-v0-bare-traceback-async-engine-dead-task-finished.log": "a serving error seen only in its traceback is not a request error",
-    "47-v0-mq-runtime-oom-repr-engine-loop.log": "a death seen only in the engine loop's traceback is not counted",
-    "55-production-stack-engine-core-hit-exception-startup.log": "`EngineCore hit an exception` with no start marker in view counts as a death",
-    "64-v1-091-nccl-cuda-failure-2-oom-b200-startup.log": "an NCCL OOM during a start is two incidents with the generic reason",
-    "66-v1-runtime-oom-busy-loop-h100.log": "a death seen only in the busy loop's traceback is not counted",
     "67-json-pretty-printed-uncaught-exception-hf-401.log": "a pretty-printed (multi-line) JSON record is not read",
 }
 

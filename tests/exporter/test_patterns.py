@@ -284,3 +284,36 @@ def test_messages_are_matched_after_the_header() -> None:
         assert record.messages == ["Application startup complete."], line
         hit = PATTERNS.match_line(line)
         assert hit is not None and hit[0].name == "application_startup_complete"
+
+
+FRAME = """\
+  - name: custom_frame
+    kind: frame
+    context: serving
+    anchor: ", in step_loop"
+    regex: '^\\s*File "[^"]+", line \\d+, in step_loop\\s*$'
+    sample: '  File "/x/engine.py", line 3, in step_loop'
+"""
+
+
+def test_frame_entries_need_a_known_context_and_a_whole_line_regex(tmp_path: Path) -> None:
+    patterns = load_patterns(_write(tmp_path, FRAME))
+    assert [(p.kind, p.context) for p in patterns] == [("frame", "serving")]
+    with pytest.raises(PatternError, match="unknown context 'idle'; known: serving, starting"):
+        load_patterns(_write(tmp_path, FRAME.replace("context: serving", "context: idle")))
+    with pytest.raises(PatternError, match="'context' is needed by frame entries"):
+        load_patterns(_write(tmp_path, FRAME.replace("    context: serving\n", "")))
+    with pytest.raises(PatternError, match=re.escape("must match the whole line (^...$)")):
+        load_patterns(_write(tmp_path, FRAME.replace("\\s*$'", "'")))
+    with pytest.raises(PatternError, match="'context' is needed by frame entries and only by them"):
+        load_patterns(_write(tmp_path, GOOD.replace("kind: oom", "kind: oom\n    context: serving")))
+
+
+def test_frames_match_only_whole_frame_lines_and_only_frame_entries_see_indented_text() -> None:
+    frame = '(EngineCore pid=1) ERROR 11-29 09:56:15 [core.py:1]   File "/x/vllm/v1/engine/core.py", line 9, in run_busy_loop'
+    hit = PATTERNS.match_line(frame)
+    assert hit is not None and (hit[0].kind, hit[0].context) == ("frame", "serving")
+    # The same words quoted inside other code, or an indented failure line, count nothing.
+    quoted = "(EngineCore pid=1) ERROR 11-29 09:56:15 [core.py:1]     raise X('File \"a\", line 1, in run_busy_loop')"
+    indented = "(EngineCore pid=1) ERROR 11-29 09:56:15 [core.py:1]     EngineCore encountered a fatal error."
+    assert PATTERNS.match_line(quoted) is None and PATTERNS.match_line(indented) is None
