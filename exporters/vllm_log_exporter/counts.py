@@ -10,7 +10,7 @@ from typing import Any
 
 from .contract import closed_values
 from .lifecycle_labels import BUCKETS, DURATION_PHASES, STATES, UNKNOWN, valid_version
-from .patterns import EVENTS, REASONS
+from .patterns import DEATH_REASONS, EVENTS, REASONS
 
 # What the tailer reports about a log file (tailer.py), by name.
 PERMISSION_DENIED, NOT_FOUND, IO_ERROR = "permission_denied", "not_found", "io_error"
@@ -60,6 +60,7 @@ class Counts:
     events: dict[str, int] = field(default_factory=lambda: _zeros(EVENTS))
     last_event_time: dict[str, float] = field(default_factory=lambda: _float_zeros(EVENTS))
     startup_failures: dict[str, int] = field(default_factory=lambda: _zeros(REASONS))
+    engine_deaths: dict[str, int] = field(default_factory=lambda: _zeros(DEATH_REASONS))
     stats: dict[str, dict[str, float]] = field(default_factory=dict)
     """engine label -> STATS_GAUGES; empty until a stats line was seen."""
     lines: int = 0
@@ -98,6 +99,7 @@ class Counts:
             ("events", int),
             ("last_event_time", float),
             ("startup_failures", int),
+            ("engine_deaths", int),
             ("read_errors", int),
         ):
             target = getattr(counts, name)

@@ -52,6 +52,7 @@ from .patterns import (
     ENGINE_DEAD,
     ENGINE_INIT_FAILED,
     GENERIC_REASONS,
+    GPU_FAULT,
     OOM,
     OTHER,
     OUT_OF_MEMORY,
@@ -111,6 +112,9 @@ class EventMachine:
         self.pending_reason: str | None = None  # provisional startup-failure reason
         self.pending_time: float | None = None
         self.pending_wall: float | None = None
+        self.fault_since: float | None = None  # log time of the last GPU fault line
+        self.death_reason_time: float | None = None  # a death whose cause may still follow
+        self.death_reason_wall: float | None = None
         self.exception_time: float | None = None  # an engine exception not yet told apart
         self.exception_wall: float | None = None
         self.last_log_time: float | None = None
@@ -158,7 +162,9 @@ class EventMachine:
             self._shutdown(when)  # counted like any shutdown line: once per sequence
             self.lifecycle.shutdown_complete()
         elif kind == "engine_dead":
-            self._engine_dead(when)
+            self._engine_dead(when, pattern.reason)
+        elif kind == "gpu_fault":
+            self._gpu_fault(when)
         elif kind == "engine_exception":
             self._engine_exception(when)
         elif kind == "frame":
@@ -176,13 +182,16 @@ class EventMachine:
         now, after = self.clock(), self.settings.settle_after
         if self.exception_wall is not None and now - self.exception_wall >= after:
             self._exception_is_death()
+        if self.death_reason_wall is not None and now - self.death_reason_wall >= after:
+            self._settle_death(OTHER)
         if self.pending_wall is not None and now - self.pending_wall >= after:
             self.settle()
 
     def settle(self) -> None:
         """End the waits of the current incident: an engine exception nothing has told apart
-        is a death, a generic startup-failure reason is final."""
+        is a death, a death's or a startup failure's generic reason is final."""
         self._exception_is_death()
+        self._settle_death(OTHER)
         if self.pending_reason is not None:
             self.counts.startup_failures[self.pending_reason] += 1
         self.pending_reason = self.pending_time = self.pending_wall = None
@@ -197,6 +206,7 @@ class EventMachine:
 
     def _startup_begin(self, when: float | None) -> None:
         self.settle()
+        self.fault_since = None
         self._set_phase(STARTING, when)
         self.oom_open = False
         self.startup_complete_since = None
@@ -241,18 +251,46 @@ class EventMachine:
         else:
             self._startup_failed(when, ENGINE_INIT_FAILED)
 
-    def _engine_dead(self, when: float | None) -> None:
+    def _engine_dead(self, when: float | None, reason: str | None = None) -> None:
         self.exception_time = self.exception_wall = None
         if self.phase in (STARTING, FAILED):
             self._startup_failed(when, ENGINE_INIT_FAILED)
-        elif self.phase == STOPPING:
-            pass  # 0.32 logs EngineDeadError while it shuts down normally
-        elif self.phase == DEAD:
-            self.phase_time = when  # the same death, repeated by another process
+        elif self.phase in (STOPPING, DEAD):
+            # STOPPING: 0.32 logs EngineDeadError while it shuts down normally (and a dead
+            # engine's processes are being killed). DEAD: the same death, told again.
+            if self.phase == DEAD:
+                self.phase_time = when
+            if reason is not None:
+                self._settle_death(reason)
         else:
             self._count(ENGINE_DEAD)
             self._set_phase(DEAD, when)
             self.lifecycle.dead()
+            cause = reason or self._recent_cause(when)
+            if cause is not None:
+                self.counts.engine_deaths[cause] += 1
+            else:  # the cause is often printed after the death (the traceback ends in it)
+                self.death_reason_time, self.death_reason_wall = when, self.clock()
+
+    def _recent_cause(self, when: float | None) -> str | None:
+        """The cause of a death from the lines just before it (an OOM, a GPU fault)."""
+        if self.oom_open and self._within(self.oom_since, when):
+            return OUT_OF_MEMORY
+        if self.fault_since is not None and self._within(self.fault_since, when):
+            return GPU_FAULT
+        return None
+
+    def _settle_death(self, reason: str) -> None:
+        """The death waiting for its cause takes this one."""
+        if self.death_reason_wall is not None:
+            self.counts.engine_deaths[reason] += 1
+            self.death_reason_time = self.death_reason_wall = None
+
+    def _gpu_fault(self, when: float | None) -> None:
+        # A CUDA fault (illegal access, ECC, ...) is the cause of what follows: the engine's
+        # death while serving, its failed start while starting; by itself it counts nothing.
+        self.fault_since = when
+        self._settle_death(GPU_FAULT)  # a death waiting for its cause
 
     def _oom(self, when: float | None, reason: str) -> None:
         if self.phase in (STARTING, FAILED):
@@ -262,6 +300,7 @@ class EventMachine:
 
     def _count_oom(self, when: float | None) -> None:
         # Every rank and process that hit it repeats it: one incident within the window.
+        self._settle_death(OUT_OF_MEMORY)  # a death waiting for its cause
         if self.oom_open and self._within(self.oom_since, when):
             return
         self._count(OOM)
@@ -326,6 +365,8 @@ class EventMachine:
     def _expire(self, now: float) -> None:
         if self.exception_time is not None and abs(now - self.exception_time) > self.settings.window:
             self._exception_is_death()
+        if self.death_reason_time is not None and abs(now - self.death_reason_time) > self.settings.window:
+            self._settle_death(OTHER)
         if self.pending_time is not None and abs(now - self.pending_time) > self.settings.window:
             self.settle()
         if self.phase_time is None:
@@ -348,6 +389,9 @@ class EventMachine:
             "pending_reason": self.pending_reason,
             "pending_time": self.pending_time,
             "pending_wall": self.pending_wall,
+            "fault_since": self.fault_since,
+            "death_reason_time": self.death_reason_time,
+            "death_reason_wall": self.death_reason_wall,
             "exception_time": self.exception_time,
             "exception_wall": self.exception_wall,
             "last_log_time": self.last_log_time,
@@ -368,6 +412,11 @@ class EventMachine:
         self.pending_wall = _optional_float(data.get("pending_wall"))
         if self.pending_reason is None:
             self.pending_time = self.pending_wall = None
+        self.fault_since = _optional_float(data.get("fault_since"))
+        self.death_reason_wall = _optional_float(data.get("death_reason_wall"))
+        self.death_reason_time = (
+            _optional_float(data.get("death_reason_time")) if self.death_reason_wall is not None else None
+        )
         self.exception_wall = _optional_float(data.get("exception_wall"))
         self.exception_time = _optional_float(data.get("exception_time")) if self.exception_wall is not None else None
         self.last_log_time = _optional_float(data.get("last_log_time"))

@@ -2,7 +2,7 @@
 
 Every family takes its name, HELP text and label names from the exporters' contract
 (contract.family), so a family the contract lacks cannot be built. Every label value comes
-from one of the contract's closed sets (patterns.EVENTS, patterns.REASONS,
+from one of the contract's closed sets (patterns.EVENTS, patterns.REASONS, patterns.DEATH_REASONS,
 counts.READ_ERROR_REASONS, counts.FILE_STATES, lifecycle_labels.STATES,
 lifecycle_labels.DURATION_PHASES), is an engine index parsed from `Engine NNN:`, or is the
 one vLLM version the log last announced, checked against the shape of a release number
@@ -21,7 +21,7 @@ from . import __version__
 from .contract import family
 from .counts import FILE_STATES, READ_ERROR_REASONS, Counts
 from .lifecycle_labels import BUCKETS, DURATION_PHASES, STATES
-from .patterns import EVENTS, REASONS
+from .patterns import DEATH_REASONS, EVENTS, REASONS
 
 # Family of each periodic-stats gauge, and its key in Counts.stats.
 _STATS_FAMILIES = (
@@ -65,6 +65,11 @@ class LogCollector:
         for reason in REASONS:
             reasons.add_metric([reason], c.startup_failures[reason])
         yield reasons
+
+        deaths = family(CounterMetricFamily, "vllm_log_engine_deaths")
+        for reason in DEATH_REASONS:
+            deaths.add_metric([reason], c.engine_deaths[reason])
+        yield deaths
 
         yield from self._lifecycle_families(c)
 

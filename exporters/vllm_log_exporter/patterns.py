@@ -27,6 +27,7 @@ OOM, ENGINE_DEAD, STARTUP_FAILED, PREEMPTION = "oom", "engine_dead", "startup_fa
 REQUEST_ERROR, STARTUP_COMPLETE, SHUTDOWN = "request_error", "startup_complete", "shutdown"
 STARTUP_BEGIN = "startup_begin"
 OUT_OF_MEMORY, ENGINE_INIT_FAILED, OTHER = "out_of_memory", "engine_init_failed", "other"
+GPU_FAULT = "gpu_fault"
 
 EVENTS = closed_values(
     "event",
@@ -52,6 +53,10 @@ REASONS = closed_values(
 """Values of the startup-failure `reason` label (the exporters' contract): the `reason`
 field of patterns.yaml must be one of them."""
 
+DEATH_REASONS = closed_values("reason", "vllm_log_engine_deaths", named=(OUT_OF_MEMORY, GPU_FAULT, OTHER))
+"""Values of the engine-death `reason` label (the exporters' contract): the `reason` field
+of an engine_dead entry must be one of them; `other` is generic."""
+
 GENERIC_REASONS = frozenset({ENGINE_INIT_FAILED, OTHER})
 """Reasons that say only that a startup failed: a more specific reason seen for the same
 incident replaces them (events.py)."""
@@ -62,6 +67,7 @@ KINDS = frozenset(
         "oom",
         "engine_dead",
         "engine_exception",
+        "gpu_fault",
         "frame",
         "startup_failed",
         "startup_begin",
@@ -221,8 +227,9 @@ def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
             raise PatternError(f"{where} has unknown kind {kind!r}; known: {', '.join(sorted(KINDS))}")
         if kind == "startup_failed" and reason is None:
             raise PatternError(f"{where} is a startup failure without a 'reason'")
-        if reason is not None and reason not in REASONS:
-            raise PatternError(f"{where} has unknown reason {reason!r}; known: {', '.join(REASONS)}")
+        known = DEATH_REASONS if kind == "engine_dead" else REASONS
+        if reason is not None and reason not in known:
+            raise PatternError(f"{where} has unknown reason {reason!r}; known: {', '.join(known)}")
         try:
             regex = re.compile(entry["regex"])
         except re.error as exc:

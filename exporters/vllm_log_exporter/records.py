@@ -29,6 +29,8 @@ _VLLM_HEADER = re.compile(
 _UVICORN_HEADER = re.compile(r"(?:^|\s)(?:\([^()]*? pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 # (EngineCore_DP0 pid=188) Process EngineCore_DP0:
 _PROCESS_PREFIX = re.compile(r"(?:^|\s)\([^()]*? pid=\d+\) ")
+# "  | " before a line: a CI or log viewer's gutter, kept when a log is copied from it.
+_GUTTER = re.compile(r"^\s*\| (?=\S)")
 # 2026-11-29 08:42:29,234 (JSON asctime)
 _JSON_TIME = re.compile(r"\d{4}-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d+))?")
 # The request line of an access log entry: request-controlled text that must never be
@@ -72,7 +74,8 @@ def parse_line(text: str) -> Record:
     prefix = _PROCESS_PREFIX.search(text)
     if prefix:
         return Record(None, [text[prefix.end() :]])
-    return Record(None, [text])
+    gutter = _GUTTER.match(text)
+    return Record(None, [text[gutter.end() :] if gutter else text])
 
 
 def _parse_json(text: str) -> Record | None:

@@ -55,6 +55,36 @@ def reason_logs(directory: Path) -> list[Path]:
     return logs
 
 
+# The lines before an engine's death that give its cause, by reason (messages of vLLM and
+# torch as they print them); `other` has none.
+DEATH_CAUSES = {
+    "out_of_memory": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has",
+    "gpu_fault": "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+    "nccl_timeout": "[Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=20518, "
+    "OpType=ALLREDUCE) ran for 1800270 milliseconds before timing out.",
+    "other": None,
+}
+
+
+def death_logs(directory: Path) -> list[Path]:
+    """One log per engine-death reason of the contract: a server that started and served,
+    then the line giving the cause, then the API server's EngineDeadError."""
+    logs = []
+    for reason in CONTRACT["vllm_log_engine_deaths"].values("reason"):
+        cause = DEATH_CAUSES[reason]
+        lines = [
+            "(APIServer pid=1) INFO 11-29 10:00:00 [api_utils.py:286] non-default args: {'model': 'm'}",
+            "(APIServer pid=1) INFO:     Application startup complete.",
+            *([f"(EngineCore pid=7) ERROR 11-29 10:05:00 [core.py:1] {cause}"] if cause else []),
+            "(APIServer pid=1) ERROR 11-29 10:05:00 [async_llm.py:1] vllm.v1.engine.exceptions.EngineDeadError: "
+            "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        ]
+        log = directory / f"engine-dead-{reason}.log"
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        logs.append(log)
+    return logs
+
+
 def once_scrapes(logs: list[Path]) -> list[Scrape]:
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(lambda log: parse(f"--once {log.name}", run_once(log)), logs))
@@ -92,7 +122,7 @@ def live_scrapes(directory: Path) -> list[Scrape]:
 
 
 def test_the_log_exporter_serves_what_the_contract_declares_and_all_of_it(tmp_path: Path) -> None:
-    logs = [*sorted(LOGS.glob("*.log")), *reason_logs(tmp_path)]
+    logs = [*sorted(LOGS.glob("*.log")), *reason_logs(tmp_path), *death_logs(tmp_path)]
     scrapes = [*once_scrapes(logs), *live_scrapes(tmp_path)]
     assert undeclared(CONTRACT, scrapes) == {}
     assert unseen(CONTRACT, scrapes) == set(UNREACHABLE)

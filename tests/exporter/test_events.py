@@ -457,3 +457,55 @@ def test_a_pending_engine_exception_survives_a_round_trip() -> None:
     assert other.machine.to_json() == saved
     feed_text(other, line("10:00:00", BUILD_FRAME))
     assert other.counts.events["startup_failed"] == 1 and other.counts.events["engine_dead"] == 0
+
+
+def deaths(pipeline) -> dict[str, int]:
+    return {k: v for k, v in pipeline.counts.engine_deaths.items() if v}
+
+
+FAULT = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+TIMEOUT = "[Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE) ran for 600059 milliseconds before timing out."
+FATAL = "EngineCore encountered a fatal error."
+
+
+def test_a_death_takes_the_cause_printed_before_or_after_it() -> None:
+    before = run(START + line("10:05:00", OOM) + api("10:05:00", DEAD_ERROR, "ERROR"))
+    assert deaths(before) == {"out_of_memory": 1}
+    # The engine core's record names the death first; its traceback ends in the cause.
+    after = run(START + line("10:05:00", FATAL) + line("10:05:00", FAULT) + api("10:05:01", DEAD_ERROR, "ERROR"))
+    assert deaths(after) == {"gpu_fault": 1}
+    assert after.counts.events["engine_dead"] == 1
+    own = run(START + line("10:05:00", TIMEOUT, proc="RayWorkerVllm pid=9") + api("10:05:01", DEAD_ERROR, "ERROR"))
+    assert deaths(own) == {"nccl_timeout": 1}
+    assert deaths(run(START + api("10:05:00", DEAD_ERROR, "ERROR"))) == {"other": 1}
+
+
+def test_a_cause_outside_the_window_is_another_incident() -> None:
+    earlier = run(START + line("10:05:00", FAULT) + api("10:06:00", DEAD_ERROR, "ERROR"))
+    assert deaths(earlier) == {"other": 1}
+    later = run(START + api("10:05:00", DEAD_ERROR, "ERROR") + line("10:06:00", FAULT))
+    assert deaths(later) == {"other": 1}
+
+
+def test_a_death_waits_for_its_cause_only_as_long_as_a_startup_reason_does() -> None:
+    clock = FakeClock()
+    pipeline = make_pipeline(clock)
+    source = pipeline.new_source()
+    pipeline.feed(source, (START + line("10:05:00", FATAL)).encode())
+    assert pipeline.counts.events["engine_dead"] == 1  # the death counts at once
+    assert deaths(pipeline) == {}  # its cause may still follow
+    clock.advance(10)
+    pipeline.tick()
+    assert deaths(pipeline) == {"other": 1}
+    pipeline.feed(source, line("10:05:01", FAULT).encode())
+    assert deaths(pipeline) == {"other": 1}  # settled reasons never change
+
+
+def test_a_gpu_fault_during_a_start_is_a_failed_start_not_a_death() -> None:
+    pipeline = run(
+        api("10:00:00", "non-default args: {'model': 'm'}")
+        + line("10:00:30", FAULT, proc="Worker_PP0 pid=3")
+        + line("10:00:30", "EngineCore failed to start.")
+    )
+    assert {k: v for k, v in pipeline.counts.events.items() if v} == {"startup_begin": 1, "startup_failed": 1}
+    assert deaths(pipeline) == {}

@@ -38,10 +38,7 @@ PROVENANCE = table("provenance.tsv")
 
 # What the exporter does instead, until it learns better (issue: field truth).
 GAPS = {
-    "14-ray-serve-replica-engine-dead.log": "Ray Serve's own request failure line is not a request error",
-    "15-ray-serve-controller-replica-init-failure.log": "Ray Serve's replica start failure counts nothing",
     "21-hang-shm-broadcast-enginecore.log": "no event says the engine hangs",
-    "23-xpu-hard-wrapped-kv-cache-too-small.log": "a KV-cache error hard-wrapped by the terminal counts nothing",
     "30-v1-serving-chat-engine-dead-dp0.log": "a serving error seen only in its traceback is not a request error",
     "46-v0-bare-traceback-async-engine-dead-task-finished.log": "a serving error seen only in its traceback is not a request error",
     "67-json-pretty-printed-uncaught-exception-hf-401.log": "a pretty-printed (multi-line) JSON record is not read",
@@ -54,6 +51,8 @@ def counted(path: Path) -> Counter:
     feed_text(pipeline, path.read_bytes())
     counts = pipeline.counts
     out = Counter({event: counts.events[event] for event in JUDGED if counts.events[event]})
+    del out["engine_dead"]  # told by reason, as the startup failures are
+    out.update({f"engine_dead:{r}": n for r, n in counts.engine_deaths.items() if n})
     out.update({f"startup_failed:{r}": n for r, n in counts.startup_failures.items() if n})
     unexplained = counts.events["startup_failed"] - sum(counts.startup_failures.values())
     if unexplained:

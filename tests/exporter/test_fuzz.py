@@ -8,7 +8,7 @@ from prometheus_client import generate_latest
 from vllm_log_exporter.counts import FILE_STATES, READ_ERROR_REASONS
 from vllm_log_exporter.lifecycle_labels import BUCKETS, DURATION_PHASES, STATES, valid_version
 from vllm_log_exporter.metrics import build_registry
-from vllm_log_exporter.patterns import EVENTS, REASONS, load_patterns
+from vllm_log_exporter.patterns import DEATH_REASONS, EVENTS, REASONS, load_patterns
 
 from .helpers import LOGS, FakeClock, make_pipeline, samples
 
@@ -25,6 +25,7 @@ ALLOWED_LABELS = {
     "vllm_log_events_total": {"event": set(EVENTS)},
     "vllm_log_last_event_timestamp_seconds": {"event": set(EVENTS)},
     "vllm_log_startup_failures_total": {"reason": set(REASONS)},
+    "vllm_log_engine_deaths_total": {"reason": set(DEATH_REASONS)},
     "vllm_log_read_errors_total": {"reason": set(READ_ERROR_REASONS)},
     "vllm_log_files": {"state": set(FILE_STATES)},
     "vllm_log_server_state": {"state": set(STATES)},
@@ -142,3 +143,4 @@ def test_real_lines_mixed_with_garbage_keep_labels_in_the_fixed_sets(pieces, cut
     assert counts.oversized_lines <= counts.lines
     assert counts.undecodable_lines <= counts.lines
     assert sum(counts.startup_failures.values()) == counts.events["startup_failed"]
+    assert sum(counts.engine_deaths.values()) == counts.events["engine_dead"]

@@ -81,6 +81,17 @@ EXPECTED_REASONS = {
     "constructed-v0.8-restart-loop.log": {"kv_cache_too_small": 2},
 }
 
+# The cause of each death: the runtime OOMs are OOMs, the V0.4 death follows an illegal memory
+# access; kill -9 and the V0.6 death show none.
+EXPECTED_DEATHS = {
+    "vllm-0.32.0-cpu-engine-killed.log": {"other": 1},
+    "vllm-0.32.0-cpu-json-engine-killed.log": {"other": 1},
+    "vllm-0.32.0-cpu-runtime-oom.log": {"out_of_memory": 1},
+    "constructed-v0.4-async-engine-dead.log": {"gpu_fault": 1},  # an illegal memory access
+    "constructed-v0.6-mq-engine-dead.log": {"other": 1},
+    "constructed-v0.11-ansi-prefix-runtime-oom.log": {"out_of_memory": 1},
+}
+
 
 def test_every_log_fixture_has_expectations() -> None:
     assert sorted(EXPECTED_EVENTS) == LOG_FILES
@@ -103,6 +114,9 @@ def test_event_counts(name: str) -> None:
     failures = {k: v for k, v in observed.items() if k.startswith("vllm_log_startup_failures_total") and v}
     reasons = EXPECTED_REASONS.get(name, {})
     assert failures == {f'vllm_log_startup_failures_total{{reason="{r}"}}': n for r, n in reasons.items()}
+    deaths = {k: v for k, v in observed.items() if k.startswith("vllm_log_engine_deaths_total") and v}
+    causes = EXPECTED_DEATHS.get(name, {})
+    assert deaths == {f'vllm_log_engine_deaths_total{{reason="{r}"}}': n for r, n in causes.items()}
     assert observed["vllm_log_lines_total"] == (LOGS / name).read_bytes().count(b"\n")
     assert observed["vllm_log_undecodable_lines_total"] == 0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from vllm_log_exporter.lines import clean_line
 from vllm_log_exporter.patterns import (
+    DEATH_REASONS,
     EVENTS,
     KINDS,
     REASONS,
@@ -106,7 +107,9 @@ def test_label_sets_are_the_contract() -> None:
         "engine_init_failed",
         "other",
     }
-    assert {p.reason for p in PATTERNS if p.reason} <= set(REASONS)
+    assert DEATH_REASONS == ("out_of_memory", "gpu_fault", "nccl_timeout", "other")
+    assert {p.reason for p in PATTERNS if p.reason and p.kind != "engine_dead"} <= set(REASONS)
+    assert {p.reason for p in PATTERNS if p.kind == "engine_dead" and p.reason} <= set(DEATH_REASONS)
     assert {p.kind for p in PATTERNS} <= KINDS
 
 

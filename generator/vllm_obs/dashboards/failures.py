@@ -62,6 +62,23 @@ def failures(v: Vocabulary) -> Dashboard:
                 min=0,
             ),
             Panel(
+                title="Engine deaths by cause",
+                description=(
+                    "The cause the log gave for each death: out of memory, a GPU fault (illegal memory access, "
+                    "ECC), an NCCL timeout, or other (none named: a killed process)."
+                ),
+                unit="none",
+                kind="bars",
+                queries=(
+                    Query(
+                        f"sum by (reason) (increase({f.log('vllm_log_engine_deaths')}[{window}]))",
+                        "{{reason}}",
+                    ),
+                ),
+                stack=True,
+                min=0,
+            ),
+            Panel(
                 title="Engine state from the logs",
                 description=(
                     "Running and waiting requests and KV-cache usage from the periodic stats line: they "

@@ -55,8 +55,12 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 confirm=[
                     "The log: **the first error above the first `EngineDeadError` is the cause** (the same "
                     "failure repeats 2-4 times across engine core, workers and API server)",
-                    "Common causes: `torch.OutOfMemoryError` / `CUDA out of memory` (VllmOutOfMemory), `CUDA "
-                    "error: an illegal memory access`, an NCCL timeout, a killed process (`exit code: -9`)",
+                    "The cause the log gave, in `vllm_log_engine_deaths_total{{reason}}` (the failures "
+                    "dashboard's *Engine deaths by cause*): `out_of_memory` (VllmOutOfMemory), `gpu_fault` (a "
+                    "CUDA fault: illegal memory access, ECC error, unspecified launch failure; check the GPU "
+                    "with `nvidia-smi -q -d ECC` and Xid lines in `dmesg`), `nccl_timeout` (a collective stuck "
+                    "past its timeout: one rank hung or the interconnect failed), `other` (the log named none: "
+                    "a killed process, `exit code: -9`, or a cause above what the exporter read)",
                     '`vllm_log_events_total{{event="engine_dead"}}` on the failures dashboard',
                 ],
                 act=[
