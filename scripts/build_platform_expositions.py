@@ -14,7 +14,10 @@ writes tests/fixtures/metrics/platforms/:
   OpenCensus exporter, which kept the colon (ray_vllm:...);
 - vllm-0.32.0-cpu-traffic-kserve.prom: KServe's Hugging Face runtime behind its metric
   aggregation: vLLM's names unchanged, service_name/configuration_name/revision_name added
-  to every application series, and KServe's own request_*_seconds histograms.
+  to every application series, and KServe's own request_*_seconds histograms;
+- vllm-0.32.0-cpu-traffic-kserve-llmisvc.prom: an LLMInferenceService engine as Prometheus holds
+  it when KServe's PodMonitor and a plain scrape both take it: the page as is, beside its copy
+  with every name prefixed kserve_ and the llm_isvc_* labels the PodMonitor adds.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ KSERVE_LABELS = {
     "revision_name": "tiny-llama-predictor-00001",
     "service_name": "tiny-llama-predictor",
 }
+LLMISVC_LABELS = {"llm_isvc_component": "workload", "llm_isvc_name": "tiny-llama", "llm_isvc_role": "decode"}
 KSERVE_OWN = """# HELP request_predict_seconds predict latency
 # TYPE request_predict_seconds histogram
 request_predict_seconds_bucket{le="0.005",model_name="tiny-llama"} 0.0
@@ -93,6 +97,9 @@ def main() -> None:
 
     kserve = convert(text, lambda n: n, app, KSERVE_LABELS)
     (OUT / "vllm-0.32.0-cpu-traffic-kserve.prom").write_text(header + KSERVE_OWN + kserve)
+    plain = convert(text, lambda n: n, app, {})
+    llmisvc = convert(text, lambda n: "kserve_" + n, app, LLMISVC_LABELS)
+    (OUT / "vllm-0.32.0-cpu-traffic-kserve-llmisvc.prom").write_text(header + plain + llmisvc)
     print(f"wrote {', '.join(sorted(p.name for p in OUT.glob('*.prom')))}", file=sys.stderr)
 
 

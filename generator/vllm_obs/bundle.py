@@ -16,6 +16,7 @@ from .dashboards.render.provisioning import dashboard_provider, datasources
 from .dashboards.spec import Dashboard
 from .kubernetes_manifests import alertmanager_config_resource, dashboards_config_map, prometheus_rule
 from .links import link_warnings
+from .platforms import platforms
 from .mixin import mixin_files
 from .prometheus_config import prometheus_config
 from .rules.assembly import AREAS, Assembled, assemble
@@ -132,4 +133,16 @@ def _warnings(v: Vocabulary, assembled: Assembled) -> list[str]:
     for area in AREAS:
         if hasattr(area, "warnings"):
             out += area.warnings(v)
-    return out + link_warnings(v.cfg)
+    return out + _platform_job_warning(v) + link_warnings(v.cfg)
+
+
+def _platform_job_warning(v: Vocabulary) -> list[str]:
+    """A platform that scrapes the servers itself names its own job: the bundle selects one."""
+    platform = next((p for p in platforms() if p.key == v.res.source.platform), None)
+    job = v.cfg.prometheus.vllm_job
+    if platform is None or not platform.job or job.endswith(platform.job.rsplit("/", 1)[-1]):
+        return []
+    return [
+        f"{platform.title} scrapes the servers itself, under the job {platform.job}; set "
+        f'prometheus.vllm_job to it (the bundle selects job="{job}").'
+    ]

@@ -51,6 +51,9 @@ class MetricSpec:
     name: str
     type: str
     variants: tuple[Variant, ...]
+    unreleased: str = ""
+    """Where a series no release of the catalog has yet was read (it has no variants): a live or
+    saved exposition that shows it is understood; a bundle from the catalog never expects it."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,9 @@ def _build(data: dict[str, Any]) -> Catalog:
     for name, spec in data["metrics"].items():
         if spec["type"] not in TYPES:
             raise fail(f"metrics.{name}", f"unknown type {spec['type']!r}")
+        unreleased = str(spec.get("unreleased", ""))
+        if bool(unreleased) == bool(spec["variants"]):
+            raise fail(f"metrics.{name}", "a series has variants, or (in no release yet) says where it was read in `unreleased`")
         variants = []
         for j, v in enumerate(spec["variants"]):
             where = f"metrics.{name}.variants[{j}]"
@@ -230,7 +236,7 @@ def _build(data: dict[str, Any]) -> Catalog:
                     when=when,
                 )
             )
-        metrics[name] = MetricSpec(name, spec["type"], tuple(variants))
+        metrics[name] = MetricSpec(name, spec["type"], tuple(variants), unreleased)
 
     signals = {}
     for key, s in data["signals"].items():

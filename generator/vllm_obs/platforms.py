@@ -28,6 +28,13 @@ class Platform:
     identity: tuple[str, ...]
     detect_series: frozenset[str]
     detect_labels: frozenset[str]
+    renames_all: bool = False
+    """The prefix is put before every series of the server (process_*, http_*), not only vLLM's."""
+    keep: tuple[str, ...] = ()
+    """Labels the platform adds that every per-replica aggregation keeps (and alerts name)."""
+    job: str = ""
+    """The scrape job the platform's own monitor gives the series, for the warning that says to
+    select it (the bundle's queries select one job)."""
 
     @property
     def renames(self) -> bool:
@@ -45,11 +52,15 @@ class Platform:
             return "vllm:" + rest[len("vllm_") :]
         if not self.renames and rest.startswith("vllm:"):
             return rest
+        if self.renames_all and not rest.startswith("vllm"):
+            return rest
         return None
 
     def exposed(self, native: str, colon: bool) -> str:
         """The platform's name for a vLLM name (colon: the platform kept vLLM's colon)."""
-        if not native.startswith("vllm:") or colon or not self.colon_to_underscore:
+        if not native.startswith("vllm:"):
+            return self.prefix + native if self.renames_all else native
+        if colon or not self.colon_to_underscore:
             return self.prefix + native
         return self.prefix + "vllm_" + native[len("vllm:") :]
 
@@ -71,6 +82,9 @@ def platforms() -> tuple[Platform, ...]:
                     identity=tuple(p["identity"]),
                     detect_series=frozenset(p["detect_series"]),
                     detect_labels=frozenset(p["detect_labels"]),
+                    renames_all=bool(p.get("renames_all", False)),
+                    keep=tuple(p.get("keep", ())),
+                    job=str(p.get("job", "")),
                 )
             )
         except (KeyError, TypeError) as exc:
@@ -87,15 +101,28 @@ class Naming:
     colon: bool  # the platform kept vLLM's colon
 
     def exposed(self, native: str) -> str:
-        if self.platform is None or not native.startswith("vllm:"):
+        if self.platform is None:
             return native
         return self.platform.exposed(native, self.colon)
+
+
+def _mapping(platform: Platform, names: set[str], known: set[str]) -> dict[str, str]:
+    """Exposed name -> vLLM's own, for the names this platform's renaming gives the known series."""
+    return {n: native for n in names if (native := platform.native(n)) and native in known}
 
 
 def recognise(names: Iterable[str], labels: Iterable[str], known: Iterable[str], origin: str) -> Naming:
     """Tell which platform (if any) named these series, from the names vLLM is known to use."""
     names, known = set(names), set(known)
     labels = set(labels)
+    for platform in platforms():
+        # A platform's monitor that renames the series and labels them (KServe's
+        # LLMInferenceService) next to a plain scrape of the same server: the platform's copy
+        # carries its labels; the plain one is the same engine counted again, and is left out.
+        if platform.renames and labels & platform.detect_labels:
+            mapping = _mapping(platform, names, known)
+            if mapping:
+                return Naming(platform, mapping, colon=any(":" in n for n in mapping))
     if any(n.startswith("vllm:") for n in names):
         for platform in platforms():
             if platform.renames:
@@ -107,7 +134,7 @@ def recognise(names: Iterable[str], labels: Iterable[str], known: Iterable[str],
     for platform in platforms():
         if not platform.renames:
             continue
-        mapping = {n: native for n in names if (native := platform.native(n)) and native in known}
+        mapping = _mapping(platform, names, known)
         if mapping and (best is None or len(mapping) > len(best.to_native)):
             colon = any(":" in n for n in mapping)
             best = Naming(platform, mapping, colon=colon)
@@ -116,7 +143,9 @@ def recognise(names: Iterable[str], labels: Iterable[str], known: Iterable[str],
     lookalikes = sorted(n for n in names if re.search("vllm", n, re.IGNORECASE))[:3]
     if lookalikes:
         known_forms = ", ".join(
-            f"{p.title} ({p.prefix}vllm_*)" if p.renames else f"{p.title} (vllm:* unchanged)"
+            f"{p.title} ({p.prefix}vllm{'_' if p.colon_to_underscore else ':'}*)"
+            if p.renames
+            else f"{p.title} (vllm:* unchanged)"
             for p in platforms()
         )
         raise BundleError(

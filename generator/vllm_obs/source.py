@@ -170,7 +170,8 @@ def _identity(platform: Platform | None, families: dict[str, Family]) -> tuple[s
     if platform is None:
         return ()
     seen = {label for name, f in families.items() if name.startswith("vllm:") for label in f.labels}
-    return next(((label,) for label in platform.identity if label in seen), ())
+    first = next(((label,) for label in platform.identity if label in seen), ())
+    return first + tuple(label for label in platform.keep if label in seen)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -293,7 +294,7 @@ def guess_engine(families: dict[str, Family], catalog: Catalog) -> EngineGuess:
                 release.version, engine, include_conditional=True, include_hidden=True
             )
             always = catalog.families(release.version, engine)
-            known = {n for n in observed if n in catalog.metrics}
+            known = {n for n in observed if n in catalog.metrics and catalog.metrics[n].variants}
             unexplained = len(known - possible.keys())
             missing = len(always.keys() - observed)
             label_clash = sum(
@@ -312,8 +313,9 @@ def guess_engine(families: dict[str, Family], catalog: Catalog) -> EngineGuess:
         # Only when the exposition is too sparse to tell: the engine label exists on V1 only.
         engine = "v1" if has_engine_label else winners[-1][1]
     releases = tuple(r for r, e in winners if e == engine)
-    if best > 0 and observed - catalog.metrics.keys():
-        # Series the catalog has never seen: a release newer than the catalog.
+    released = {n for n, spec in catalog.metrics.items() if spec.variants}
+    if best > 0 and observed - released:
+        # Series no release of the catalog has: a release newer than the catalog.
         newest = catalog.releases[-1]
         if newest in releases:
             releases = ()

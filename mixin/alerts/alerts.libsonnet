@@ -197,7 +197,9 @@ local values = import '../lib/values.libsonnet';
               '  label_replace(sum by (' + v.clusterBy + 'job, instance, model_name) (increase(vllm:prompt_tokens_total{' + v.vllmSelector + '}[' + v.stallWindow + '])), "part", "0", "", "")\n' +
               '  or\n' +
               '  label_replace(sum by (' + v.clusterBy + 'job, instance, model_name) (increase(vllm:generation_tokens_total{' + v.vllmSelector + '}[' + v.stallWindow + '])), "part", "1", "", "")\n' +
-              ') == 0',
+              ') == 0\n' +
+              'unless on (' + v.clusterBy + 'job, instance, model_name)\n' +
+              'min by (' + v.clusterBy + 'job, instance, model_name) (vllm:engine_sleep_state{' + v.vllmSelector + ', sleep_state="awake"}) == 0',
             'for': v.stallFor,
             labels: {
               severity: 'warning',
@@ -374,7 +376,9 @@ local values = import '../lib/values.libsonnet';
               '  label_replace(sum by (' + v.clusterBy + 'instance) (increase(vllm:prompt_tokens_total{' + v.vllmSelector + '}[' + v.hungProgressWindow + '])), "part", "0", "", "")\n' +
               '  or\n' +
               '  label_replace(sum by (' + v.clusterBy + 'instance) (increase(vllm:generation_tokens_total{' + v.vllmSelector + '}[' + v.hungProgressWindow + '])), "part", "1", "", "")\n' +
-              ') > 0',
+              ') > 0\n' +
+              'unless on (' + v.clusterBy + 'instance)\n' +
+              'min by (' + v.clusterBy + 'instance) (vllm:engine_sleep_state{' + v.vllmSelector + ', sleep_state="awake"}) == 0',
             'for': v.hungFor,
             labels: {
               severity: 'warning',

@@ -527,6 +527,8 @@ local values = import '../lib/values.libsonnet';
               '  or\n' +
               '  label_replace(sum by (' + v.clusterBy + 'instance) (increase(vllm:generation_tokens_total{' + v.vllmSelector + '}[' + v.hungProgressWindow + '])), "part", "1", "", "")\n' +
               ') > 0\n' +
+              '  unless on (' + v.clusterBy + 'instance)\n' +
+              '  min by (' + v.clusterBy + 'instance) (vllm:engine_sleep_state{' + v.vllmSelector + ', sleep_state="awake"}) == 0\n' +
               '),\n' +
               '  "cause", "hung", "", ""\n' +
               ')\n' +

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vllm_obs.cli import main as vllm_obs
+
 from tests.generator.test_bad_input import run_failing
 from tests.generator.test_rules import check_and_test
 from tests.support.bundles import BURN_ONE_WINDOW_FILE, generate, rule_exprs
@@ -27,6 +29,10 @@ PLATFORMS = {
     "ray": ("Ray Serve LLM", METRICS / "platforms" / "vllm-0.32.0-cpu-traffic-ray.prom"),
     "ray-colon": ("Ray Serve LLM", METRICS / "platforms" / "vllm-0.32.0-cpu-traffic-ray-colon.prom"),
     "kserve": ("KServe", METRICS / "platforms" / "vllm-0.32.0-cpu-traffic-kserve.prom"),
+    "kserve-llmisvc": (
+        "KServe LLMInferenceService",
+        METRICS / "platforms" / "vllm-0.32.0-cpu-traffic-kserve-llmisvc.prom",
+    ),
 }
 
 
@@ -80,6 +86,26 @@ def test_ray_bundles_query_ray_names_and_keep_the_replica(key, tmp_path):
 def test_kserve_bundle_is_the_plain_one_with_the_platform_named(plain, tmp_path):
     bundle = generate(tmp_path / "bundle", "--metrics-file", str(PLATFORMS["kserve"][1]))
     assert rule_exprs(bundle) == rule_exprs(plain)
+
+
+def test_an_llm_inference_service_is_counted_once_with_its_labels(tmp_path, capsys):
+    """KServe's PodMonitor copy (kserve_*, llm_isvc_* labels) beside a plain scrape of the same
+    engine: the bundle reads the copy only, so no engine counts twice, and keeps its labels."""
+    fixture = PLATFORMS["kserve-llmisvc"][1]
+    assert vllm_obs(["generate", "--out", str(tmp_path / "bundle"), "--metrics-file", str(fixture)]) == 0
+    assert "scrapes the servers itself, under the job <namespace>/kserve-llm-isvc-vllm-engine" in capsys.readouterr().err
+    exprs = rule_exprs(tmp_path / "bundle")
+    served = {n for e in exprs.values() for n in re.findall(r"\b[a-z_]*(?:vllm:[a-z_]+|http_requests_total|process_[a-z_]+)", e)}
+    assert served and all(n.startswith("kserve_") for n in served), sorted(n for n in served if not n.startswith("kserve_"))
+    quantile = next(
+        e for k, e in exprs.items() if k.endswith("job_instance_model:vllm_time_to_first_token_seconds:p95_5m")
+    )
+    assert "by (job, instance, llm_isvc_name, llm_isvc_role, llm_isvc_component, model_name, le)" in quantile
+    # Told to select KServe's job, the bundle does and says nothing more.
+    config = {"prometheus": {"vllm_job": "team-a/kserve-llm-isvc-vllm-engine"}}
+    generate(tmp_path / "selected", "--metrics-file", str(fixture), config=config)
+    assert "vllm_job" not in capsys.readouterr().err
+    assert any('job="team-a/kserve-llm-isvc-vllm-engine"' in e for e in rule_exprs(tmp_path / "selected").values())
 
 
 def test_an_unknown_renaming_is_refused_naming_what_was_found(capsys, tmp_path):

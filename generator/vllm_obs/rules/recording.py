@@ -228,11 +228,12 @@ def _http_recordings(v: Vocabulary) -> list[Recording]:
 
 
 def _with_model(v: Vocabulary, per_server: str) -> str:
-    """A per-server series (HTTP counters have no model_name) under the model the server serves."""
-    keep = by((*v.scope.instance, "model_name"))
+    """A per-server series (HTTP counters have no model_name) under the model the server serves,
+    with the labels a platform keeps on the server's series (one server per target there)."""
+    copied = ("model_name", *v.scope.identity)
     return (
-        f"{per_server}\n* on ({by(v.scope.instance)}) group_left (model_name)\n"
-        f"max by ({keep}) ({v.names.served_model})"
+        f"{per_server}\n* on ({by(v.scope.instance)}) group_left ({by(copied)})\n"
+        f"max by ({by((*v.scope.instance, *copied))}) ({v.names.served_model})"
     )
 
 

@@ -287,6 +287,16 @@ class Inputs:
             series_text(signal.name, self.labels(instance, signal, **extra)), f"{number(value)}+0x{span}"
         )
 
+    def sleep_state(self, case: Case, span: int, awake: int) -> bool:
+        """The engine awake (1) or put to sleep (0, sleep level 1) throughout, where the source has
+        the sleep state; False when it has not."""
+        if not self.res.has("engine_sleep_state"):
+            return False
+        sig = self.res["engine_sleep_state"]
+        for state, value in (("awake", awake), ("weights_offloaded", 1 - awake), ("discard_all", 0)):
+            self.gauge(case, sig, value, span, sleep_state=state)
+        return True
+
     def ramp(self, case: Case, signal: Signal, start: float, step: float, span: int, **extra: str) -> None:
         sign = "+" if step >= 0 else "-"
         case.add(

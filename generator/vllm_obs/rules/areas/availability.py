@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...promql import selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
-from ..expressions import planned, processed_tokens
+from ..expressions import asleep, planned, processed_tokens
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import (
@@ -36,13 +36,18 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 meaning=(
                     "Requests are waiting or running but no token has been generated for the whole window: "
                     "the engine loop is hung or dead while the HTTP server still answers. On vLLM 0.8 `/health` "
-                    "keeps returning 200 in this state, and such servers have stayed in load balancers for hours."
+                    "keeps returning 200 in this state, and such servers have stayed in load balancers for hours. "
+                    "An engine put to sleep (sleep mode: `vllm:engine_sleep_state{sleep_state=\"awake\"}` is 0) "
+                    "makes no progress by design and is left out."
                 ),
                 confirm=[
                     "No tokens: `sum by (instance) (rate({generation_series}[5m])) == 0` with `{waiting}` > 0",
                     "Log: `EngineCore encountered a fatal error.`, `Engine core proc ... died unexpectedly`, "
                     "an NCCL `Watchdog caught collective operation timeout`, or nothing at all (a deadlock)",
                     "`py-spy dump --pid <EngineCore pid>` shows where the loop is stuck",
+                    "From vLLM 0.20, `vllm:num_requests_waiting_by_reason`: a queue of `deferred` requests with "
+                    "nothing running is the scheduler no longer admitting (vLLM issue #53130: it stops once running "
+                    "and deferred requests reach `--max-num-seqs`), not a dead engine",
                 ],
                 act=[
                     "Restart the server: it does not recover by itself. Save the log and a py-spy dump first.",
@@ -112,10 +117,14 @@ def _up(v: Vocabulary) -> str:
 def _engine_stalled(v: Vocabulary) -> list[Alert]:
     a, sc, n = v.cfg.alerts, v.scope, v.names
     processed = processed_tokens(v, a.stall_window, by(sc.instance_model))
+    expr = f"({n.requests_waiting} + {n.requests_running}) > 0\nand {sc.on_instance_model}\n{processed} == 0"
+    sleeping = asleep(v, by(sc.instance_model))
+    if sleeping:
+        expr += f"\nunless {sc.on_instance_model}\n{sleeping}"
     return [
         Alert(
             name="VllmEngineStalled",
-            expr=f"({n.requests_waiting} + {n.requests_running}) > 0\nand {sc.on_instance_model}\n{processed} == 0",
+            expr=expr,
             for_=a.stall_for,
             severity="warning",
             summary="vLLM has requests in flight but processes no tokens: the engine is stuck.",
@@ -250,6 +259,29 @@ def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
     io.gauge(idle, running, 0, span)
     idle.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
     idle.checks = [Check(span - 1, rule.name, [])]
+    if io.sleep_state(stuck_cases[0], span, awake=1):
+        asleep = Case("VllmEngineStalled stays silent while the engine sleeps (sleep mode): it makes no progress by design")
+        io.gauge(asleep, waiting, 3, span)
+        io.gauge(asleep, running, 2, span)
+        io.tokens(asleep, span)
+        io.sleep_state(asleep, span, awake=0)
+        asleep.checks = [Check(span - 1, rule.name, [])]
+        extra.append(asleep)
+    if io.res.has("requests_waiting_by_reason"):
+        # vLLM issue #53130: the scheduler stops admitting once running and deferred requests
+        # reach max_num_seqs; /health answers 200 and only the deferred count shows it.
+        by_reason = io.res["requests_waiting_by_reason"]
+        deferred = Case(
+            "VllmEngineStalled fires when deferred requests pile up while nothing runs and no token "
+            "comes out (the scheduler stopped admitting)"
+        )
+        io.gauge(deferred, waiting, 4, span)
+        io.gauge(deferred, by_reason, 4, span, reason="deferred")
+        io.gauge(deferred, by_reason, 0, span, reason="capacity")
+        io.gauge(deferred, running, 0, span)
+        io.tokens(deferred, span)
+        deferred.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, io.result(), 4)])
+        extra.append(deferred)
     return [*stuck_cases, busy, idle, *extra]
 
 

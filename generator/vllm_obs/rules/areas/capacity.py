@@ -3,7 +3,7 @@ outage from one replica of fifty.
 
 Each replica that served a model within the last hour is ready (scraped, its engine alive, its
 canary answering) or not, with a cause: `dead` (the log shows an engine death or a failed
-start), `out_of_memory` (the same, or starting again, with an out-of-memory logged within
+start), `unhealthy` (under vLLM's fault tolerance, an engine the API server reports unhealthy), `out_of_memory` (the same, or starting again, with an out-of-memory logged within
 `alerts.log_event_window`), `restarting` (starting again after a crash: no planned stop before it), `hung` (the
 canary failed the whole hung window while /health answered and no token came out) or `down`
 (not scraped for `alerts.target_down_for`, or gone from discovery). A replica stopped or
@@ -19,7 +19,7 @@ from ...exporter_series import LOG, PROBE, select
 from ...promql import number, seconds, selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import PER_REPLICA, Declared, Inhibition
-from ..expressions import planned, processed_tokens, server_state
+from ..expressions import asleep, planned, processed_tokens, server_state
 from ..model import Alert, Recording
 from ..runbook_kit import Section
 from ..scenario_kit import NEAR_SIDES, REPLICA, Case, Check, Expect, Inputs, minutes, series_text
@@ -55,7 +55,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "still discovered (half by default). One alert per replica that is not ready, with "
                     "its `cause`: `dead` (the log shows an engine death or a failed start), "
                     "`out_of_memory` (the same, or starting again, after an out-of-memory the log "
-                    "showed within `alerts.log_event_window`), `restarting` (starting again after a crash), `hung` (the canary fails while "
+                    "showed within `alerts.log_event_window`), `restarting` (starting again after a crash), "
+                    "`unhealthy` (with `--enable-fault-tolerance`, `vllm:engine_healthy` is 0 for one of its "
+                    "engines), `hung` (the canary fails while "
                     "`/health` answers and no token comes out), `down` (not scraped for "
                     "`alerts.target_down_for`, or gone). Replicas stopped or restarted on purpose (the "
                     "log shows the stop) count as ready; one replica lost out of four is a ticket (its "
@@ -105,6 +107,11 @@ def recordings(v: Vocabulary) -> list[Recording]:
     causes = [("down", _down(v))]
     if v.cfg.prometheus.probes:
         causes.insert(0, ("hung", f"{n.served_model}\n* on ({target}) group_left ()\n{_hung(v)}"))
+    if v.res.has("engine_healthy"):
+        # Fault tolerance (--enable-fault-tolerance): the API server marks an engine it stopped
+        # routing to; the replica serves less or nothing while /health may answer.
+        healthy = selector(v.res["engine_healthy"].name, v.vllm)
+        causes.insert(0, ("unhealthy", _replicas_where(v, f"1 - min by ({target}) ({healthy}) == 1")))
     if v.cfg.prometheus.log_exporters:
         causes[:0] = [
             ("out_of_memory", _replicas_where(v, _out_of_memory(v))),
@@ -183,6 +190,9 @@ def _hung(v: Vocabulary) -> str:
     processed = processed_tokens(v, a.hung_progress_window, target)
     if processed:
         hung += f"\n  unless on ({target})\n  {processed} > 0"
+    sleeping = asleep(v, target)
+    if sleeping:
+        hung += f"\n  unless on ({target})\n  {sleeping}"
     return hung + "\n)"
 
 
@@ -281,7 +291,24 @@ def _capacity_cases(rules: list[Alert], io: Inputs) -> list[Case]:
         cases += _lifecycle_cases(rule, io, replicas, result, span)
     if cfg.prometheus.probes:
         cases += _hung_cases(rule, io, replicas, result)
+    if io.res.has("engine_healthy"):
+        cases += _unhealthy_cases(rule, io, replicas, result, span)
     return cases
+
+
+def _unhealthy_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case]:
+    """Fault tolerance: vllm:engine_healthy (per engine, no model_name) 0 takes the replica out."""
+    sig = io.res["engine_healthy"]
+    labels = {**io.base, **io.at_target(REPLICA), "engine": "0"}
+    sick = Case("VllmModelCapacityLow pages at once when the only replica's engine reports unhealthy")
+    replicas(sick, (REPLICA,), {})
+    sick.add(series_text(sig.name, labels), f"1 1 0+0x{span - 2}")
+    sick.checks = [Check(1, rule.name, []), Check(2, rule.name, [Expect(rule, result(REPLICA, "unhealthy"), 0)])]
+    well = Case("VllmModelCapacityLow stays silent while the replica's engine reports healthy")
+    replicas(well, (REPLICA,), {})
+    well.add(series_text(sig.name, labels), f"1+0x{span}")
+    well.checks = [Check(span - 1, rule.name, [])]
+    return [sick, well]
 
 
 def _lifecycle_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case]:
@@ -347,6 +374,15 @@ def _hung_cases(rule, io: Inputs, replicas, result) -> list[Case]:
         Check(at - 1, rule.name, []),
         Check(at, rule.name, [Expect(rule, result(REPLICA, "hung"), 0)]),
     ]
+    extra = []
+    if io.sleep_state(hung, span, awake=1):
+        asleep = Case("VllmModelCapacityLow stays silent while the only replica sleeps (sleep mode): not hung")
+        replicas(asleep, (REPLICA,), {})
+        io.probe(asleep, span, failing="timeout", failing_from=began)
+        io.probe_health(asleep, span, 1)
+        io.sleep_state(asleep, span, awake=0)
+        asleep.checks = [Check(span - 1, rule.name, [])]
+        extra.append(asleep)
     saturated = Case("VllmModelCapacityLow stays silent on a saturated replica: tokens keep coming")
     replicas(saturated, (REPLICA,), {})
     io.probe(saturated, span, failing="timeout")
@@ -354,5 +390,5 @@ def _hung_cases(rule, io: Inputs, replicas, result) -> list[Case]:
     if io.res.has("generation_tokens"):
         io.counter(saturated, io.res["generation_tokens"], 600, span)
         saturated.checks = [Check(span - 1, rule.name, [])]
-        return [hung, saturated]
-    return [hung]
+        return [hung, saturated, *extra]
+    return [hung, *extra]

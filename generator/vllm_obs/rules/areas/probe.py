@@ -7,7 +7,7 @@ from ...exporter_series import PROBE, select
 from ...promql import selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
-from ..expressions import processed_tokens
+from ..expressions import asleep, processed_tokens
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import (
@@ -54,7 +54,10 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "no Kubernetes probe on `/health` sees it. A server that is merely saturated times the "
                     "probe out too (its request waits in the queue like any other) but keeps generating "
                     "tokens: the alert stays silent while any token came out in the last "
-                    "`alerts.hung_progress_window`, and the queue and latency alerts say why it is slow."
+                    "`alerts.hung_progress_window`, and the queue and latency alerts say why it is slow. An "
+                    "engine put to sleep (sleep mode, `vllm:engine_sleep_state{sleep_state=\"awake\"}` 0) "
+                    "fails the canary by design: it is not hung, and neither this alert nor the capacity page "
+                    "counts it."
                 ),
                 confirm=[
                     'The probe: `{probe_success}` is 0 and `{probe_failures}` grows with `reason="timeout"`; '
@@ -139,6 +142,9 @@ def _engine_hung(v: Vocabulary) -> list[Alert]:
         # server it times out too. A hung engine generates nothing; a saturated one keeps going,
         # and the queue and latency alerts name its real cause.
         hung += f"\nunless on ({target})\n{processed} > 0"
+    sleeping = asleep(v, target)
+    if sleeping:
+        hung += f"\nunless on ({target})\n{sleeping}"
     return [
         Alert(
             name="VllmEngineHung",
@@ -242,6 +248,16 @@ def _hung(rules: list[Alert], io: Inputs) -> list[Case]:
         io.tokens(pooling, span, prompt=6000)
         pooling.checks = [Check(span - 1, rule.name, [])]
         cases.append(pooling)
+    if io.sleep_state(hung, span, awake=1):
+        asleep = Case(
+            "VllmEngineHung stays silent while the engine sleeps (sleep mode): its canary fails by design"
+        )
+        io.probe(asleep, span, failing="timeout")
+        io.probe_health(asleep, span, 1)
+        io.tokens(asleep, span)
+        io.sleep_state(asleep, span, awake=0)
+        asleep.checks = [Check(span - 1, rule.name, [])]
+        cases.append(asleep)
     return cases
 
 

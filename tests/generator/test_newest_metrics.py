@@ -1,0 +1,91 @@
+"""vLLM's newest series: in the catalog with the release they appeared in (or, for one no
+release has yet, where it was read), and read by the alerts they bear on: an engine put to sleep
+is neither hung nor stalled, an engine the fault tolerance reports unhealthy takes its replica
+out of the model's capacity, deferred requests piling up with nothing running are a stall.
+
+The fault-tolerance exposition is the real 0.32.0 capture with `vllm:engine_healthy` added as
+vLLM's collector writes it (constructed: the series is not in a release yet, and fault tolerance
+needs several GPUs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from vllm_obs.catalog import Catalog
+from vllm_obs.releases import parse_release
+
+from tests.generator.test_rules import check_and_test
+from tests.support.bundles import BURN_ONE_WINDOW_FILE, generate, rule_exprs
+
+METRICS = Path(__file__).parent.parent / "fixtures" / "metrics"
+TRAFFIC = METRICS / "vllm-0.32.0-cpu-traffic.prom"
+V0 = METRICS / "reference" / "vllm-0.9.0-v0.prom"
+CATALOG = Catalog.load()
+
+HEALTHY = (
+    "# HELP vllm:engine_healthy Whether the engine reports healthy under fault tolerance.\n"
+    "# TYPE vllm:engine_healthy gauge\n"
+    'vllm:engine_healthy{engine="0"} 1.0\n'
+)
+
+
+def names(version: str, *features: str) -> set[str]:
+    return set(CATALOG.families(parse_release(version), "v1", features=features))
+
+
+def test_the_connector_families_are_listed_from_the_release_that_brought_them() -> None:
+    simple = {
+        "vllm:simple_kv_offload_save_outcomes_total",
+        "vllm:simple_kv_offload_load_blocks_total",
+        "vllm:simple_kv_offload_used_blocks",
+        "vllm:simple_kv_offload_pending_store_blocks",
+        "vllm:simple_kv_offload_info",
+    }
+    assert simple <= names("0.31.0", "simple_kv_offload")
+    assert not simple & names("0.30.0", "simple_kv_offload")
+    assert not simple & names("0.33.0")  # only with the connector
+    hisparse_counters = {"vllm:hisparse_cache_hits_total", "vllm:hisparse_host_to_device_bytes_total"}
+    assert hisparse_counters <= names("0.30.0", "hisparse")
+    assert "vllm:hisparse_host_cache_usage_perc" in names("0.32.0", "hisparse")
+    assert "vllm:hisparse_host_cache_usage_perc" not in names("0.31.0", "hisparse")
+    for name in ("vllm:num_requests_waiting_by_reason", "vllm:request_num_preemptions", "vllm:engine_sleep_state"):
+        assert name in names("0.33.0"), name
+
+
+def test_a_series_in_no_release_yet_says_where_it_was_read_and_no_catalog_bundle_expects_it() -> None:
+    unreleased = {n: m for n, m in CATALOG.metrics.items() if m.unreleased}
+    assert "vllm:engine_healthy" in unreleased
+    for name, metric in unreleased.items():
+        assert not metric.variants and "vllm" in metric.unreleased, name
+        for release in CATALOG.releases:
+            for engine in release.engines:
+                assert name not in CATALOG.families(release.version, engine, include_conditional=True)
+
+
+@pytest.fixture(scope="module")
+def fault_tolerant(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("ft")
+    exposition = directory / "fault-tolerant.prom"
+    exposition.write_text(TRAFFIC.read_text() + HEALTHY)
+    return generate(directory / "bundle", "--metrics-file", str(exposition))
+
+
+def test_an_unhealthy_engine_takes_its_replica_out_of_the_model_s_capacity(fault_tolerant) -> None:
+    manifest = (fault_tolerant / ".vllm-obs-manifest.json").read_text()
+    assert "a release newer than the catalog" in manifest
+    (unready,) = [e for k, e in rule_exprs(fault_tolerant).items() if k.endswith(":vllm_replica_unready:cause")]
+    assert '"cause", "unhealthy"' in unready and "vllm:engine_healthy" in unready
+    tests = (fault_tolerant / "tests" / "rules" / "capacity.test.yml").read_text()
+    assert "engine reports unhealthy" in tests
+    check_and_test(fault_tolerant, skip=(BURN_ONE_WINDOW_FILE,))
+
+
+def test_a_sleeping_engine_is_neither_hung_nor_stalled_where_the_source_shows_sleep(tmp_path) -> None:
+    default = rule_exprs(generate(tmp_path / "default"))
+    old = rule_exprs(generate(tmp_path / "v0", "--metrics-file", str(V0)))
+    for alert in ("VllmEngineStalled", "VllmEngineHung"):
+        (expr,) = [e for k, e in default.items() if k.endswith(f":{alert}")]
+        assert 'vllm:engine_sleep_state{job="vllm", sleep_state="awake"}) == 0' in expr, alert
+        (before,) = [e for k, e in old.items() if k.endswith(f":{alert}")]
+        assert "sleep_state" not in before, alert
