@@ -2,7 +2,7 @@
 
     vllm-probe --target http://vllm:8000 [--target NAME=URL ...] [--model NAME]
                [--mode completion|chat] [--api-key-file PATH] [--interval 15] [--timeout 10]
-               [--jitter 0.1] [--listen 127.0.0.1:9401] [--health-path /health]
+               [--jitter 0.1] [--listen 127.0.0.1:9401] [--health-path /health] [--not-ready-after 3]
     vllm-probe --target http://vllm:8000 --once     # probe once, print the exposition
 
 Exit status: 0 on success or SIGTERM/SIGINT (with --once: 0 if every probe succeeded,
@@ -25,12 +25,13 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from prometheus_client import generate_latest, start_http_server
+from prometheus_client import generate_latest
 
 from . import __version__
 from .canary import Canary, Settings
 from .metrics import ProbeMetrics, build_registry
 from .runner import Runner, TargetWorker
+from .server import ProbeServer
 from .targets import Target, TargetError, parse_targets
 
 DEFAULT_LISTEN = "127.0.0.1:9401"
@@ -123,6 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"where to serve /metrics (default {DEFAULT_LISTEN}; 0.0.0.0:9401 in a container)",
     )
     serve.add_argument(
+        "--not-ready-after",
+        type=int,
+        default=3,
+        metavar="N",
+        help="/ready answers 503 after N probes in a row fail (and before the first success); "
+        "default 3",
+    )
+    serve.add_argument(
         "--once",
         action="store_true",
         help="probe every target once, print the metrics, exit 0 if all succeeded, else 1",
@@ -159,6 +168,8 @@ def check_args(args: argparse.Namespace) -> list[Target]:
         )
     if not 0 <= args.jitter < 1:
         raise UsageError(f"--jitter must be a fraction from 0 to below 1, got {args.jitter:g}")
+    if args.not_ready_after < 1:
+        raise UsageError(f"--not-ready-after must be 1 or more probes, got {args.not_ready_after}")
     if not args.health_path.startswith("/"):
         raise UsageError(f"--health-path must start with '/', got {args.health_path!r}")
     parse_listen(args.listen)
@@ -230,7 +241,7 @@ def serve(
 ) -> int:
     host, port = parse_listen(args.listen)
     try:
-        start_http_server(port, host, build_registry(metrics))
+        ProbeServer((host, port), metrics, args.not_ready_after).start()
     except OSError as exc:
         why = exc.strerror or str(exc)
         print(f"vllm-probe: error: cannot listen on {args.listen}: {why}", file=sys.stderr)
@@ -242,7 +253,7 @@ def serve(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     logging.getLogger("vllm_probe").info(
-        "serving /metrics on %s; probing %s every %g s (timeout %g s)",
+        "serving /metrics and /ready on %s; probing %s every %g s (timeout %g s)",
         args.listen,
         ", ".join(w.instance for w in workers),
         args.interval,

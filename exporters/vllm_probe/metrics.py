@@ -28,7 +28,7 @@ from prometheus_client.utils import floatToGoString
 
 from . import __version__
 from .contract import FAMILIES, family
-from .outcome import REASONS, Outcome
+from .outcome import HTTP_4XX, REASONS, Outcome
 
 BUCKETS = FAMILIES["vllm_probe_duration_seconds"].buckets  # from the exporters' contract
 UNKNOWN_MODEL = "unknown"
@@ -54,6 +54,10 @@ class TargetSeries:
     skipped: int = 0
     health_up: float = 0.0
     last_probe: float = 0.0
+    # Readiness (not exported as metrics): failed probes since the last success, and whether
+    # one ever succeeded.
+    failures_in_row: int = 0
+    ever_ok: bool = False
 
 
 class ProbeMetrics:
@@ -85,8 +89,27 @@ class ProbeMetrics:
                 assert outcome.reason is not None
                 current.success = 0.0
                 current.failures[outcome.reason] += 1
+            if outcome.ok:
+                series.failures_in_row, series.ever_ok = 0, True
+            elif outcome.reason != HTTP_4XX:
+                # A 4xx turns the probe away (a wrong key or model): the server answers, so it is
+                # the probe's problem (VllmProbeDown), and must not take every replica out.
+                series.failures_in_row += 1
             series.health_up = 1.0 if health_up else 0.0
             series.last_probe = now
+
+    def readiness(self, instance: str, not_ready_after: int) -> tuple[bool, str]:
+        """Whether the target should take traffic, and why in a few words: not before its first
+        successful probe (a server still loading), nor after `not_ready_after` failed probes in a
+        row (a hung engine, whose /health still answers 200); ready again at the next success."""
+        with self.lock:
+            series = self.targets[instance]
+            failed, ever_ok = series.failures_in_row, series.ever_ok
+        if not ever_ok:
+            return False, f"no probe has succeeded yet ({failed} failed)"
+        if failed >= not_ready_after:
+            return False, f"{failed} probes in a row failed (not ready after {not_ready_after})"
+        return True, "ready" if not failed else f"ready ({failed} probes in a row failed, not ready after {not_ready_after})"
 
     def record_skip(self, instance: str) -> None:
         with self.lock:

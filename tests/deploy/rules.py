@@ -342,21 +342,39 @@ def k8s_secret_files(docs: list[Mapping[str, Any]]) -> list[str]:
     return problems
 
 
+# Startup and liveness ask vLLM's own /health; readiness asks the canary probe's /ready, because a
+# hung engine answers /health 200 while it serves nothing.
+VLLM_PROBE_PATHS = {"startupProbe": "/health", "readinessProbe": "/ready", "livenessProbe": "/health"}
+
+
 def k8s_vllm_probes(docs: list[Mapping[str, Any]], load_seconds: float) -> list[str]:
-    """Probes ask vLLM's real endpoint, and the startup budget covers the model load + 30 s."""
+    """Probes ask the endpoints that tell (readiness: the canary sidecar's port), and the startup
+    budget covers the model load + 30 s."""
     problems = []
     for owner, spec in _pod_specs(docs):
+        canary_ports = {
+            port["containerPort"]
+            for c in _containers(spec)
+            if c["name"] == "vllm-probe"
+            for port in c.get("ports", [])
+        }
         for container in spec.get("containers", []):
             if container["name"] != "vllm":
                 continue
-            for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            for kind, wanted in VLLM_PROBE_PATHS.items():
                 probe = container.get(kind)
                 if probe is None:
                     problems.append(f"{owner}/vllm: no {kind}")
                     continue
                 path = probe.get("httpGet", {}).get("path")
-                if path != "/health":
-                    problems.append(f"{owner}/vllm: {kind} asks {path}, not /health")
+                if path != wanted:
+                    problems.append(f"{owner}/vllm: {kind} asks {path}, not {wanted}")
+                port = probe.get("httpGet", {}).get("port")
+                if kind == "readinessProbe" and port not in canary_ports:
+                    problems.append(
+                        f"{owner}/vllm: readinessProbe asks port {port}, not the canary probe's "
+                        f"({', '.join(map(str, sorted(canary_ports))) or 'no vllm-probe sidecar'})"
+                    )
             startup = container.get("startupProbe") or {}
             budget = startup.get("failureThreshold", 3) * startup.get("periodSeconds", 10)
             if budget < load_seconds + 30:

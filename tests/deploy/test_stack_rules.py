@@ -342,7 +342,19 @@ K8S_MUTATIONS = {
         lambda docs: _container(docs, "vllm")["readinessProbe"]["httpGet"].__setitem__(
             "path", "/health/ready"
         ),
-        "readinessProbe asks /health/ready",
+        "readinessProbe asks /health/ready, not /ready",
+    ),
+    "readiness on vLLM's /health": (
+        "vLLM probes",
+        lambda docs: _container(docs, "vllm")["readinessProbe"].__setitem__(
+            "httpGet", {"path": "/health", "port": "http"}
+        ),
+        "readinessProbe asks /health, not /ready",
+    ),
+    "readiness on vLLM's port": (
+        "vLLM probes",
+        lambda docs: _container(docs, "vllm")["readinessProbe"]["httpGet"].__setitem__("port", 8000),
+        "readinessProbe asks port 8000, not the canary probe's (9401)",
     ),
     "startup budget too short": (
         "vLLM probes",

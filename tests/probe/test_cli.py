@@ -71,6 +71,8 @@ def assert_one_sentence(result: subprocess.CompletedProcess, status: int, messag
         (["--target", URL, "--mode", "embeddings"], "invalid choice: 'embeddings'"),
         (["--target", URL, "--model", " "], "--model is empty"),
         (["--target", URL, "--health-path", "health"], "--health-path must start with '/'"),
+        (["--target", URL, "--not-ready-after", "0"], "--not-ready-after must be 1 or more probes, got 0"),
+        (["--target", URL, "--not-ready-after", "three"], "argument --not-ready-after: invalid int value"),
         (
             ["--target", URL, "--api-key-file", "/nonexistent/key"],
             "cannot read --api-key-file /nonexistent/key",

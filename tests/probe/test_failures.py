@@ -252,7 +252,7 @@ def test_one_log_line_per_state_change() -> None:
         "target s: probes fail: http_5xx (POST /v1/completions answered HTTP 500)",
         "target s: probes succeed after 4 failed probes",
     ], log
-    assert messages[0].startswith("serving /metrics on 127.0.0.1:")
+    assert messages[0].startswith("serving /metrics and /ready on 127.0.0.1:")
 
 
 def test_label_values_stay_a_fixed_set_whatever_happens() -> None:

@@ -1,7 +1,8 @@
 """The probe against a real vLLM CPU server: answers, accounting, API key, a hung engine.
 
 `kill -STOP` of the EngineCore process is a real hang: /health keeps answering 200, a
-completion never returns, vLLM's own gauges freeze. The probe must say so.
+completion never returns, vLLM's own gauges freeze. The probe must say so, and its /ready
+must take the server out of service until `kill -CONT`.
 """
 
 from __future__ import annotations
@@ -179,6 +180,8 @@ def test_a_hung_engine_shows_as_timeouts_while_health_says_200(
     finished_before = vllm_finished(keyed_vllm)
     with running_probe("--target", keyed_vllm.url, "--api-key-file", str(key_file), *TIMING) as probe:
         probe.wait_for(lambda v: v.get(success) == 1, timeout=60, what="a first success")
+        ready = f"http://127.0.0.1:{probe.port}/ready"
+        assert http_get(ready)[0] == 200
         engine = keyed_vllm.engine_core_pid()
         os.kill(engine, signal.SIGSTOP)
         try:
@@ -198,6 +201,13 @@ def test_a_hung_engine_shows_as_timeouts_while_health_says_200(
                 time.sleep(0.1)
             hung_for = time.monotonic() - stopped_at
             assert during[timeouts] >= at_stop[timeouts] + 3, during
+            # Three failed probes in a row (--not-ready-after's default): out of the Service's
+            # endpoints, though /health answers 200.
+            status, why = http_get(ready)
+            assert status == 503 and "probes in a row failed" in why, why
+            # Within the stated bound: 3 x interval x (1 + jitter) + timeout = 8.1 s, plus one
+            # interval before the first tick after the stop; 25 s leaves room for a loaded machine.
+            assert hung_for < 25, hung_for
             assert during[success] == 0
             assert during[series("vllm_probe_health_up", target=target)] == 1
             assert http_get(keyed_vllm.url + "/health")[0] == 200  # vLLM itself says healthy
@@ -219,6 +229,7 @@ def test_a_hung_engine_shows_as_timeouts_while_health_says_200(
         recovered = probe.wait_for(
             lambda v: v.get(success) == 1 and v[requests] > during[requests], timeout=60, what="recovery"
         )
+        assert http_get(ready)[0] == 200  # back in at the first success
         last = probe.metrics()
         assert probe.terminate() == 0
         log = probe.stderr()

@@ -77,8 +77,10 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Save the evidence first (a py-spy dump of every engine and worker process, the log), then "
                     "restart the server; a hung engine does not recover by itself. If the probe recovers on its "
                     "own within a minute or two (a long stop-the-world pause), do not restart, but find the pause.",
-                    "On Kubernetes, make the liveness probe a real request (an exec or HTTP check that sends one "
-                    "token with a timeout), not `/health`, so the kubelet restarts a hung pod.",
+                    "On Kubernetes, gate readiness on the canary, not `/health`: the shipped Deployment's "
+                    "readinessProbe asks the probe sidecar's `/ready` (503 after `--not-ready-after` failed "
+                    "canaries in a row), which takes a hung pod out of its Service's endpoints; liveness stays on "
+                    "`/health` so the kubelet does not restart it before you have the dump.",
                     "Repeated hangs under tensor parallelism: set `NCCL_DEBUG=INFO` and check the interconnect "
                     "(XID errors on the GPU dashboard) and the driver.",
                 ],
