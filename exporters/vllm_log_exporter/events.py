@@ -80,6 +80,42 @@ HEALTH_PATHS = frozenset({"/health", "/ping"})
 
 
 @dataclass
+class Wait:
+    """Something an incident leaves open until more lines tell: since a log time (None without
+    timestamps) and a wall-clock time. It ends when the log moves `window` past it, after
+    `settle_after` wall seconds (tick), or when a line decides it."""
+
+    time: float | None = None
+    wall: float | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.wall is not None
+
+    def start(self, time: float | None, wall: float) -> None:
+        self.time, self.wall = time, wall
+
+    def close(self) -> None:
+        self.time = self.wall = None
+
+    def outlived(self, now: float, window: float) -> bool:
+        """The log has moved more than `window` past it."""
+        return self.time is not None and abs(now - self.time) > window
+
+    def waited(self, now: float, after: float) -> bool:
+        """`after` wall-clock seconds have passed since it began."""
+        return self.wall is not None and now - self.wall >= after
+
+    def to_json(self, prefix: str) -> dict[str, float | None]:
+        return {f"{prefix}_time": self.time, f"{prefix}_wall": self.wall}
+
+    def restore(self, data: dict[str, Any], prefix: str) -> None:
+        wall = _optional_float(data.get(f"{prefix}_wall"))
+        self.time = _optional_float(data.get(f"{prefix}_time")) if wall is not None else None
+        self.wall = wall
+
+
+@dataclass
 class Settings:
     window: float = 30.0
     """Seconds of log time during which repeated OOM / startup lines are one incident."""
@@ -110,13 +146,10 @@ class EventMachine:
         self.oom_open = False
         self.startup_complete_since: float | None = None
         self.pending_reason: str | None = None  # provisional startup-failure reason
-        self.pending_time: float | None = None
-        self.pending_wall: float | None = None
+        self.pending = Wait()  # ... waiting for a specific one
         self.fault_since: float | None = None  # log time of the last GPU fault line
-        self.death_reason_time: float | None = None  # a death whose cause may still follow
-        self.death_reason_wall: float | None = None
-        self.exception_time: float | None = None  # an engine exception not yet told apart
-        self.exception_wall: float | None = None
+        self.death_cause = Wait()  # a death whose cause may still follow
+        self.exception = Wait()  # an engine exception not yet told apart
         self.last_log_time: float | None = None
         self.v0_preemption_total: int | None = None
         self.lifecycle = Lifecycle(counts, clock, live=self.settings.live)
@@ -180,11 +213,11 @@ class EventMachine:
     def tick(self) -> None:
         """Settle what has waited settle_after wall-clock seconds for more lines."""
         now, after = self.clock(), self.settings.settle_after
-        if self.exception_wall is not None and now - self.exception_wall >= after:
+        if self.exception.waited(now, after):
             self._exception_is_death()
-        if self.death_reason_wall is not None and now - self.death_reason_wall >= after:
+        if self.death_cause.waited(now, after):
             self._settle_death(OTHER)
-        if self.pending_wall is not None and now - self.pending_wall >= after:
+        if self.pending.waited(now, after):
             self.settle()
 
     def settle(self) -> None:
@@ -194,7 +227,8 @@ class EventMachine:
         self._settle_death(OTHER)
         if self.pending_reason is not None:
             self.counts.startup_failures[self.pending_reason] += 1
-        self.pending_reason = self.pending_time = self.pending_wall = None
+        self.pending_reason = None
+        self.pending.close()
 
     # -- rules ---------------------------------------------------------------------------
 
@@ -231,13 +265,13 @@ class EventMachine:
         # wait for it: the next telling line, or settle(), decides.
         if self.phase != UNKNOWN:
             self._engine_dead(when)
-        elif self.exception_time is None:
-            self.exception_time, self.exception_wall = when, self.clock()
+        elif not self.exception.open:
+            self.exception.start(when, self.clock())
 
     def _exception_is_death(self) -> None:
-        if self.exception_wall is not None:
-            when = self.exception_time
-            self.exception_time = self.exception_wall = None
+        if self.exception.open:
+            when = self.exception.time
+            self.exception.close()
             self._engine_dead(when)
 
     def _start_path(self, when: float | None) -> None:
@@ -245,14 +279,14 @@ class EventMachine:
         # its start marker is out of view. An OOM already counted in this incident is why.
         if self.phase != UNKNOWN:
             return
-        self.exception_time = self.exception_wall = None
+        self.exception.close()
         if self.oom_open and self._within(self.oom_since, when):
             self._startup_failed(when, OUT_OF_MEMORY)
         else:
             self._startup_failed(when, ENGINE_INIT_FAILED)
 
     def _engine_dead(self, when: float | None, reason: str | None = None) -> None:
-        self.exception_time = self.exception_wall = None
+        self.exception.close()
         if self.phase in (STARTING, FAILED):
             self._startup_failed(when, ENGINE_INIT_FAILED)
         elif self.phase in (STOPPING, DEAD):
@@ -270,7 +304,7 @@ class EventMachine:
             if cause is not None:
                 self.counts.engine_deaths[cause] += 1
             else:  # the cause is often printed after the death (the traceback ends in it)
-                self.death_reason_time, self.death_reason_wall = when, self.clock()
+                self.death_cause.start(when, self.clock())
 
     def _recent_cause(self, when: float | None) -> str | None:
         """The cause of a death from the lines just before it (an OOM, a GPU fault)."""
@@ -282,9 +316,9 @@ class EventMachine:
 
     def _settle_death(self, reason: str) -> None:
         """The death waiting for its cause takes this one."""
-        if self.death_reason_wall is not None:
+        if self.death_cause.open:
             self.counts.engine_deaths[reason] += 1
-            self.death_reason_time = self.death_reason_wall = None
+            self.death_cause.close()
 
     def _gpu_fault(self, when: float | None) -> None:
         # A CUDA fault (illegal access, ECC, ...) is the cause of what follows: the engine's
@@ -307,7 +341,7 @@ class EventMachine:
         self.oom_open, self.oom_since = True, when
 
     def _startup_failed(self, when: float | None, reason: str) -> None:
-        self.exception_time = self.exception_wall = None
+        self.exception.close()
         if reason in GENERIC_REASONS and self.oom_open and self._within(self.oom_since, when):
             reason = OUT_OF_MEMORY  # the OOM just counted is why (it counts once)
         if reason == OUT_OF_MEMORY:
@@ -328,7 +362,8 @@ class EventMachine:
         if specific:
             self.counts.startup_failures[reason] += 1
         else:
-            self.pending_reason, self.pending_time, self.pending_wall = reason, when, self.clock()
+            self.pending_reason = reason
+            self.pending.start(when, self.clock())
 
     def _v0_preemptions(self, total: int) -> None:
         # V0 logs only every 50th preemption, with the running total: add the difference.
@@ -363,11 +398,12 @@ class EventMachine:
         return abs(when - since) <= self.settings.window
 
     def _expire(self, now: float) -> None:
-        if self.exception_time is not None and abs(now - self.exception_time) > self.settings.window:
+        window = self.settings.window
+        if self.exception.outlived(now, window):
             self._exception_is_death()
-        if self.death_reason_time is not None and abs(now - self.death_reason_time) > self.settings.window:
+        if self.death_cause.outlived(now, window):
             self._settle_death(OTHER)
-        if self.pending_time is not None and abs(now - self.pending_time) > self.settings.window:
+        if self.pending.outlived(now, window):
             self.settle()
         if self.phase_time is None:
             return
@@ -387,13 +423,10 @@ class EventMachine:
             "oom_since": self.oom_since,
             "startup_complete_since": self.startup_complete_since,
             "pending_reason": self.pending_reason,
-            "pending_time": self.pending_time,
-            "pending_wall": self.pending_wall,
+            **self.pending.to_json("pending"),
             "fault_since": self.fault_since,
-            "death_reason_time": self.death_reason_time,
-            "death_reason_wall": self.death_reason_wall,
-            "exception_time": self.exception_time,
-            "exception_wall": self.exception_wall,
+            **self.death_cause.to_json("death_cause"),
+            **self.exception.to_json("exception"),
             "last_log_time": self.last_log_time,
             "v0_preemption_total": self.v0_preemption_total,
             "lifecycle": self.lifecycle.to_json(),
@@ -408,17 +441,10 @@ class EventMachine:
         self.startup_complete_since = _optional_float(data.get("startup_complete_since"))
         reason = data.get("pending_reason")
         self.pending_reason = reason if reason in self.counts.startup_failures else None
-        self.pending_time = _optional_float(data.get("pending_time"))
-        self.pending_wall = _optional_float(data.get("pending_wall"))
-        if self.pending_reason is None:
-            self.pending_time = self.pending_wall = None
+        self.pending.restore(data if self.pending_reason is not None else {}, "pending")
         self.fault_since = _optional_float(data.get("fault_since"))
-        self.death_reason_wall = _optional_float(data.get("death_reason_wall"))
-        self.death_reason_time = (
-            _optional_float(data.get("death_reason_time")) if self.death_reason_wall is not None else None
-        )
-        self.exception_wall = _optional_float(data.get("exception_wall"))
-        self.exception_time = _optional_float(data.get("exception_time")) if self.exception_wall is not None else None
+        self.death_cause.restore(data, "death_cause")
+        self.exception.restore(data, "exception")
         self.last_log_time = _optional_float(data.get("last_log_time"))
         total = data.get("v0_preemption_total")
         self.v0_preemption_total = int(total) if total is not None else None

@@ -109,7 +109,9 @@ class ProbeMetrics:
             return False, f"no probe has succeeded yet ({failed} failed)"
         if failed >= not_ready_after:
             return False, f"{failed} probes in a row failed (not ready after {not_ready_after})"
-        return True, "ready" if not failed else f"ready ({failed} probes in a row failed, not ready after {not_ready_after})"
+        if failed:
+            return True, f"ready ({failed} probes in a row failed, not ready after {not_ready_after})"
+        return True, "ready"
 
     def record_skip(self, instance: str) -> None:
         with self.lock:

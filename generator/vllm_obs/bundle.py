@@ -16,8 +16,8 @@ from .dashboards.render.provisioning import dashboard_provider, datasources
 from .dashboards.spec import Dashboard
 from .kubernetes_manifests import alertmanager_config_resource, dashboards_config_map, prometheus_rule
 from .links import link_warnings
-from .platforms import platforms
 from .mixin import mixin_files
+from .platforms import platforms
 from .prometheus_config import prometheus_config
 from .rules.assembly import AREAS, Assembled, assemble
 from .rules.model import Group

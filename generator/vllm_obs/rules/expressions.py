@@ -140,14 +140,14 @@ def check_bucket_bound(setting: str, buckets: tuple[float, ...], threshold: floa
         )
 
 
-def asleep(v: Vocabulary, keep: str) -> str | None:
-    """Servers (by `keep`) with an engine put to sleep (sleep mode, `vllm:engine_sleep_state`
-    awake = 0): it processes nothing and its canary fails by design, so it is neither hung nor
-    stalled. None when the source has no sleep state (before vLLM 0.11.1)."""
+def unless_asleep(v: Vocabulary, keep: str, indent: str = "") -> str:
+    """The clause that leaves out servers (by `keep`) with an engine put to sleep (sleep mode,
+    `vllm:engine_sleep_state` awake = 0): it processes nothing and its canary fails by design, so
+    it is neither hung nor stalled. Empty when the source has no sleep state (before 0.11.1)."""
     if not v.res.has("engine_sleep_state"):
-        return None
+        return ""
     awake = selector(v.res["engine_sleep_state"].name, v.vllm, 'sleep_state="awake"')
-    return f"min by ({keep}) ({awake}) == 0"
+    return f"\n{indent}unless on ({keep})\n{indent}min by ({keep}) ({awake}) == 0"
 
 
 def processed_tokens(v: Vocabulary, window: str, keep: str) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...promql import selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
-from ..expressions import asleep, planned, processed_tokens
+from ..expressions import planned, processed_tokens, unless_asleep
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import (
@@ -118,9 +118,7 @@ def _engine_stalled(v: Vocabulary) -> list[Alert]:
     a, sc, n = v.cfg.alerts, v.scope, v.names
     processed = processed_tokens(v, a.stall_window, by(sc.instance_model))
     expr = f"({n.requests_waiting} + {n.requests_running}) > 0\nand {sc.on_instance_model}\n{processed} == 0"
-    sleeping = asleep(v, by(sc.instance_model))
-    if sleeping:
-        expr += f"\nunless {sc.on_instance_model}\n{sleeping}"
+    expr += unless_asleep(v, by(sc.instance_model))
     return [
         Alert(
             name="VllmEngineStalled",

@@ -19,7 +19,7 @@ from ...exporter_series import LOG, PROBE, select
 from ...promql import number, seconds, selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import PER_REPLICA, Declared, Inhibition
-from ..expressions import asleep, planned, processed_tokens, server_state
+from ..expressions import planned, processed_tokens, server_state, unless_asleep
 from ..model import Alert, Recording
 from ..runbook_kit import Section
 from ..scenario_kit import NEAR_SIDES, REPLICA, Case, Check, Expect, Inputs, minutes, series_text
@@ -190,9 +190,7 @@ def _hung(v: Vocabulary) -> str:
     processed = processed_tokens(v, a.hung_progress_window, target)
     if processed:
         hung += f"\n  unless on ({target})\n  {processed} > 0"
-    sleeping = asleep(v, target)
-    if sleeping:
-        hung += f"\n  unless on ({target})\n  {sleeping}"
+    hung += unless_asleep(v, target, indent="  ")
     return hung + "\n)"
 
 

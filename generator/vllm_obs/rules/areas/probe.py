@@ -7,7 +7,7 @@ from ...exporter_series import PROBE, select
 from ...promql import selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
-from ..expressions import asleep, processed_tokens
+from ..expressions import processed_tokens, unless_asleep
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenario_kit import (
@@ -144,9 +144,7 @@ def _engine_hung(v: Vocabulary) -> list[Alert]:
         # server it times out too. A hung engine generates nothing; a saturated one keeps going,
         # and the queue and latency alerts name its real cause.
         hung += f"\nunless on ({target})\n{processed} > 0"
-    sleeping = asleep(v, target)
-    if sleeping:
-        hung += f"\nunless on ({target})\n{sleeping}"
+    hung += unless_asleep(v, target)
     return [
         Alert(
             name="VllmEngineHung",
