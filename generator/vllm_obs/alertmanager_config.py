@@ -41,8 +41,7 @@ def _severity_routes(pager: str, chat: str, info: str | None, pages: list[str]) 
 
 def _page_group_by(labels: list[str], sc: Scope) -> list[str]:
     out = list(labels)
-    if sc.cluster and sc.cluster not in out:
-        out.append(sc.cluster)
+    out += [label for label, _ in sc.partitions if label not in out]
     return out
 
 
@@ -98,9 +97,11 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
     if smtp:
         out["global"] = smtp
     group_by = list(am.group_by)
-    if sc.cluster and sc.cluster not in group_by:
-        # The same instance name in two clusters is two incidents, never one notification.
-        group_by.insert(0, sc.cluster)
+    # The same instance name in two clusters (or namespaces) is two incidents, never one notification.
+    group_by[:0] = [label for label, _ in sc.partitions if label not in group_by]
+    if sc.pod and sc.replica in group_by and sc.pod not in group_by:
+        # A notification about one server names its pod (the instance is the pod's IP).
+        group_by.insert(group_by.index(sc.replica) + 1, sc.pod)
     out["route"] = {
         # Unknown severities fall through to chat rather than vanish.
         "receiver": warning,

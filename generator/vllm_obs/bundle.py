@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -90,9 +91,7 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
     for dash in parts.dashboards:
         files[layout.dashboard_file(dash.key)] = render_dashboard(dash, cfg, source.summary)
     dashboard_files = {k: t for k, t in files.items() if k.startswith(layout.DASHBOARDS_DIR)}
-    files[layout.PROMETHEUS_RULE] = prometheus_rule({k: files[k] for k in RULE_FILES}, header)
-    files[layout.DASHBOARDS_CONFIG_MAP] = dashboards_config_map(dashboard_files, header)
-    files[layout.ALERTMANAGER_CONFIG_RESOURCE] = alertmanager_config_resource(routing, header)
+    files.update(_kubernetes_files(parts if cfg.prometheus.pod_labels else None, source, catalog, cfg, header))
     # The same rules and dashboards as a jsonnet mixin, its thresholds and names left to _config.
     files.update(
         mixin_files(
@@ -113,6 +112,27 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
         + "\n"
     )
     return Bundle(files=files, warnings=_warnings(v, assembled), summary=source.summary)
+
+
+def _kubernetes_files(
+    parts: Parts | None, source: MetricSource, catalog: Catalog, cfg: BundleConfig, header: list[str]
+) -> dict[str, str]:
+    """The Prometheus Operator's objects: the same rules, dashboards and routing, composed with
+    pod labels on (every alert names its namespace and pod, every fleet-wide rule is per
+    namespace), which the compose output leaves out for its simple labels."""
+    if parts is None:
+        cfg = dataclasses.replace(cfg, prometheus=dataclasses.replace(cfg.prometheus, pod_labels=True))
+        parts = compose(source, catalog, cfg)
+    rules = {
+        layout.RECORDING_RULES: rule_file(parts.recording, parts.v, header),
+        layout.ALERT_RULES: rule_file(parts.assembled.groups, parts.v, header),
+    }
+    boards = {layout.dashboard_file(d.key): render_dashboard(d, cfg, source.summary) for d in parts.dashboards}
+    return {
+        layout.PROMETHEUS_RULE: prometheus_rule(rules, header),
+        layout.DASHBOARDS_CONFIG_MAP: dashboards_config_map(boards, header),
+        layout.ALERTMANAGER_CONFIG_RESOURCE: alertmanager_config_resource(parts.routing, header),
+    }
 
 
 def _warnings(v: Vocabulary, assembled: Assembled) -> list[str]:

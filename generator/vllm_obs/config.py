@@ -97,6 +97,12 @@ class PrometheusSection:
         "clusters (Thanos Ruler, the Mimir ruler, or a Prometheus whose targets carry the label)",
     )
     cluster_label: str = knob("cluster", "the label that names the cluster a series comes from")
+    pod_labels: bool = knob(
+        False,
+        "keep namespace and pod in every per-replica aggregation and namespace in every fleet-wide "
+        "one, so SLOs, capacity and alerts are per namespace and name the pod; the Kubernetes output "
+        "(kubernetes/generated/) always does, turn on for these rule files where Prometheus scrapes pods",
+    )
 
 
 @dataclass(frozen=True)

@@ -97,9 +97,11 @@ def alertmanager_config_resource(am: dict[str, Any], header: list[str]) -> str:
             *header,
             f"Keys and URLs are read from the Secret {ALERTMANAGER_SECRET}, one key per file of",
             f"secrets/alertmanager/: kubectl create secret generic {ALERTMANAGER_SECRET} --from-file=secrets/alertmanager/",
-            "The operator only routes alerts whose namespace label is this object's namespace: set",
-            "enforcedNamespaceLabel: namespace on the Prometheus that loads the PrometheusRule, or",
-            "alertmanagerConfigMatcherStrategy: {type: None} on the Alertmanager.",
+            "The operator routes through this object only alerts whose namespace label is its own namespace.",
+            "Every vLLM alert carries the namespace of its pods, so apply one copy in each namespace that",
+            "runs vLLM (each team's alerts reach its own receivers), or one in the Alertmanager's namespace",
+            "with alertmanagerConfigMatcherStrategy: {type: OnNamespaceExceptForAlertmanagerNamespace} on",
+            "the Alertmanager. Both leave other rules' routing as it is (docs/kubernetes.md).",
         ],
     )
 

@@ -36,9 +36,7 @@ def dashboard_url(v: Vocabulary, key: str, panel: str | None = None) -> str:
     # model. Not its job: "All" already means the vLLM job, and the log exporter's, the probe's
     # and the GPU exporter's alerts carry their own job, which would blank every vLLM panel.
     sc = v.targets
-    pairs = [(sc.replica, "instance"), ("model_name", "model_name")]
-    if sc.cluster:
-        pairs.insert(0, (sc.cluster, "cluster"))
+    pairs = [*sc.partitions, (sc.replica, "instance"), ("model_name", "model_name")]
     params = "".join(
         f"{{{{ if $labels.{label} }}}}&var-{var}={{{{ $labels.{label} | urlquery }}}}{{{{ end }}}}"
         for label, var in pairs

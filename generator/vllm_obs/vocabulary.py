@@ -15,6 +15,8 @@ model); `job_model` keeps job and model_name (the fleet, per model); `job_instan
 keeps job and instance (series without a model_name label, such as HTTP counters). With
 multi-cluster on, every level also keeps the cluster label; the names stay the same, so a
 dashboard or alert works unchanged whether one Prometheus or a Thanos/Mimir ruler evaluates it.
+With pod labels on (always in the Kubernetes objects), every level keeps the namespace the same
+way, and every level that keeps the instance keeps the pod beside it.
 """
 
 from __future__ import annotations
@@ -39,13 +41,28 @@ class Scope:
     # Labels that tell servers apart behind one scrape target, on platforms that put several
     # on one (a Ray node's metrics port serves every Serve replica on that node: ReplicaId).
     identity: tuple[str, ...] = ()
+    # Kubernetes (pod labels on): the namespace splits the fleet as the cluster does, so every
+    # fleet-wide rule is per namespace; the pod goes with every target, so an alert names it.
+    # The pod's sidecars (log exporter, probe) carry the same namespace and pod, so joins hold.
+    namespace: str | None = None
+    pod: str | None = None
+
+    @property
+    def partitions(self) -> tuple[tuple[str, str], ...]:
+        """(label, dashboard variable) of each label that splits the fleet: cluster, namespace."""
+        out = [(self.cluster, "cluster")] if self.cluster else []
+        return tuple(out + ([(self.namespace, "namespace")] if self.namespace else []))
 
     def _keep(self, *labels: str) -> tuple[str, ...]:
-        return ((self.cluster,) if self.cluster else ()) + labels
+        return tuple(dict.fromkeys([*(label for label, _ in self.partitions), *labels]))
+
+    @property
+    def _pod(self) -> tuple[str, ...]:
+        return (self.pod,) if self.pod else ()
 
     @property
     def instance_model(self) -> tuple[str, ...]:
-        return self._keep("job", self.replica, *self.identity, "model_name")
+        return self._keep("job", self.replica, *self._pod, *self.identity, "model_name")
 
     @property
     def fleet_model(self) -> tuple[str, ...]:
@@ -54,26 +71,26 @@ class Scope:
     @property
     def instance(self) -> tuple[str, ...]:
         """A scrape target of a job: series without a model (HTTP counters, `up`)."""
-        return self._keep("job", self.replica)
+        return self._keep("job", self.replica, *self._pod)
 
     @property
     def server(self) -> tuple[str, ...]:
-        """One server: its target, its identity behind the target, its cluster."""
-        return self._keep(self.replica, *self.identity)
+        """One server: its target (and pod), its identity behind the target, its cluster."""
+        return self._keep(self.replica, *self._pod, *self.identity)
 
     @property
     def target_model(self) -> tuple[str, ...]:
         """A scrape target and model: how the canary probe's series are keyed."""
-        return self._keep("instance", "model_name")
+        return self._keep("instance", *self._pod, "model_name")
 
     @property
     def target(self) -> tuple[str, ...]:
-        return self._keep("instance")
+        return self._keep("instance", *self._pod)
 
     @property
     def replica_labels(self) -> tuple[str, ...]:
         """What makes two alerts about the same server (inhibition's `equal`)."""
-        return self._keep(self.replica)
+        return self._keep(self.replica, *self._pod)
 
     @property
     def same_model(self) -> tuple[str, ...]:
@@ -89,24 +106,37 @@ class Scope:
     def where(self) -> str:
         """'model on replica (in cluster)' for alert descriptions."""
         text = f"{{{{ $labels.model_name }}}} on {{{{ $labels.{self.replica} }}}}"
-        text += "".join(f" ({label} {{{{ $labels.{label} }}}})" for label in self.identity)
+        text += "".join(f" ({label} {{{{ $labels.{label} }}}})" for label in (*self._pod, *self.identity))
         return text + self.in_cluster
 
     @property
     def target_ref(self) -> str:
         """The scrape target (instance) an alert is about, for descriptions."""
-        return "{{ $labels.instance }}" + self.in_cluster
+        return self.server_ref + self.in_cluster
+
+    @property
+    def server_ref(self) -> str:
+        """The scrape target and its pod, where the sentence names the cluster itself."""
+        pod = f" (pod {{{{ $labels.{self.pod} }}}})" if self.pod else ""
+        return "{{ $labels.instance }}" + pod
 
     @property
     def in_cluster(self) -> str:
-        return f" in cluster {{{{ $labels.{self.cluster} }}}}" if self.cluster else ""
+        """Where the series come from: ' in namespace N in cluster C', each only when kept."""
+        return "".join(f" in {var} {{{{ $labels.{label} }}}}" for label, var in reversed(self.partitions))
 
 
 def scope_of(cfg: BundleConfig, res: Resolution | None = None) -> Scope:
     """The labels aggregations keep: the cluster (when on) and the source's server identity."""
     p = cfg.prometheus
     identity = res.source.identity if res is not None else ()
-    return Scope(cluster=p.cluster_label if p.multi_cluster else None, identity=identity)
+    pods = p.pod_labels
+    return Scope(
+        cluster=p.cluster_label if p.multi_cluster else None,
+        identity=identity,
+        namespace="namespace" if pods else None,
+        pod="pod" if pods else None,
+    )
 
 
 # The metric part of a recorded histogram's names, per signal.

@@ -257,6 +257,26 @@ local values = import '../lib/values.libsonnet';
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4814237' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
+        ] + (if c.showMultiCluster then [
+          {
+            alert: 'VllmMetricsAbsent',
+            expr:
+              'group by (' + v.clusterBy + 'job) (max_over_time(up{' + v.vllmSelector + '}[1h]))\n' +
+              'unless on (' + v.clusterBy + 'job) group by (' + v.clusterBy + 'job) (up{' + v.vllmSelector + '})\n' +
+              'unless on (job) absent(up{' + v.vllmSelector + '})',
+            'for': v.metricsAbsentFor,
+            labels: {
+              severity: 'warning',
+              scope: 'cluster',
+            },
+            annotations: {
+              summary: 'Prometheus scraped vLLM targets in this cluster within the last hour and scrapes none now.',
+              description: 'No target of job "{{ $labels.job }}"' + v.inCluster + ' has been scraped for ' + v.metricsAbsentFor + ', where there were some within 1h: its service discovery or scrape configuration broke, or its servers were removed (then it resolves by itself).',
+              runbook_url: c.runbookURLPattern % 'vllmmetricsabsent',
+              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4814237' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+        ] else []) + [
           {
             alert: 'VllmMetricsAbsent',
             expr:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..dcgm import MIB, load_dcgm
 from ..promql import number
-from .scenario_kit import NEIGHBOUR, REPLICA, Case, Inputs, series_text
+from .scenario_kit import NEIGHBOUR, REPLICA, Case, Inputs, pod_of, series_text
 
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
 DRIVER = "550.54.15"
@@ -23,7 +23,6 @@ EXPORTER = "dcgm-exporter-0:9400"
 OPERATOR_NAMESPACE = "gpu-operator"
 OPERATOR_POD = {REPLICA: "nvidia-dcgm-exporter-x7k2p", NEIGHBOUR: "nvidia-dcgm-exporter-q9m4t"}
 OPERATOR_ADDRESS = {REPLICA: "10.0.3.17:9400", NEIGHBOUR: "10.0.3.18:9400"}
-VLLM_POD = {REPLICA: "vllm-0-7d9f8c6b5-abcde", NEIGHBOUR: "vllm-1-7d9f8c6b5-fghij"}
 # Framebuffer of an 80 GB H100 in MiB: used + free + reserved.
 FB_TOTAL_MIB = 81559
 FB_RESERVED_MIB = 639
@@ -39,18 +38,15 @@ class Gpus:
         self.honor_labels = honor_labels
 
     def target(self, who: str) -> dict[str, str]:
-        """The vLLM server's scrape identity: instance, and the cluster when on."""
-        sc = self.io.scope
-        if sc.cluster:
-            # The neighbour is the replica's namesake in another cluster: same instance, same pod.
-            return {sc.cluster: "east" if who == REPLICA else "west", "instance": REPLICA}
-        return {"instance": who}
+        """The vLLM server's scrape identity: instance, and the cluster (namespace, pod) when kept.
+        The neighbour is then the replica's namesake elsewhere: same instance, same pod name."""
+        return self.io.at_target(who)
 
     def pod(self, who: str) -> str:
-        return VLLM_POD[REPLICA if self.io.scope.cluster else who]
+        return pod_of(REPLICA if self.io.scope.partitions else who)
 
-    def namespace(self) -> str:
-        return self.io.base.get("namespace", "llm")
+    def namespace(self, who: str) -> str:
+        return self.io.partition(who).get("namespace") or self.io.base.get("namespace", "llm")
 
     def uuid(self, who: str, index: int) -> str:
         server = 0 if who == REPLICA else 1
@@ -87,7 +83,7 @@ class Gpus:
         }
         if not allocated:
             return {**own, **scrape}
-        workload = {"namespace": self.namespace(), "pod": self.pod(who), "container": "vllm"}
+        workload = {"namespace": self.namespace(who), "pod": self.pod(who), "container": "vllm"}
         if self.honor_labels:
             return {**own, **scrape, **workload}
         return {**own, **scrape, **{f"exported_{k}": v for k, v in workload.items()}}
@@ -100,7 +96,7 @@ class Gpus:
         """With join: pod, the vLLM target whose namespace and pod the GPUs are matched to."""
         if self.join != "pod":
             return
-        labels = {**self.io.base, **self.target(who), "namespace": self.namespace(), "pod": self.pod(who)}
+        labels = {**self.io.base, **self.target(who), "namespace": self.namespace(who), "pod": self.pod(who)}
         case.add(series_text("up", labels), f"1+0x{span}")
 
     def gauge(

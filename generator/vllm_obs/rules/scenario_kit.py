@@ -25,6 +25,12 @@ NEIGHBOUR = "vllm-1:8000"
 ELSEWHERE = "elsewhere"
 EXPORTER_ADDRESS = "vllm-log-exporter-0:9400"
 PROBE_ADDRESS = "vllm-probe-0:9401"
+
+
+def pod_of(server: str) -> str:
+    """The pod a server runs in, where pod labels are kept (a Deployment's pod name)."""
+    return f"{server.rsplit(':', 1)[0]}-7d9f8c6b5-{'abcde' if server == REPLICA else 'fghij'}"
+
 # The exporters' closed label sets, from their contract: a case sets every one.
 SERVER_STATES = vllm_obs_contract.log_exporter()["vllm_log_server_state"].values("state")
 PROBE_REASONS = vllm_obs_contract.probe()["vllm_probe_failures"].values("reason")
@@ -139,14 +145,27 @@ class Inputs:
         With multi-cluster on, the neighbour is the replica's namesake in another cluster, so
         every case that checks one replica against its neighbour also proves that an
         aggregation or a join never merges two clusters' servers of the same name.
+        With pod labels on, the neighbour is likewise the replica's namesake (same instance, same
+        pod name) in another namespace, so no per-namespace rule merges two teams' servers.
         """
         sc = self.scope
         who = NEIGHBOUR if who == ELSEWHERE else who
-        if sc.cluster and who in (REPLICA, NEIGHBOUR):
-            return {sc.cluster: "east" if who == REPLICA else "west", sc.replica: REPLICA}
-        if sc.cluster:  # any other server: beside the replica, in its cluster
-            return {sc.cluster: "east", sc.replica: who}
-        return {sc.replica: who}
+        # Any other server: beside the replica, in its cluster and namespace.
+        target = REPLICA if sc.partitions and who in (REPLICA, NEIGHBOUR) else who
+        out = {**self.partition(who), sc.replica: target}
+        if sc.pod:
+            out[sc.pod] = pod_of(target)
+        return out
+
+    def partition(self, who: str = REPLICA) -> dict[str, str]:
+        """The labels that split the fleet (cluster, namespace; each when kept) of a server:
+        the replica's side, or for the neighbour (and what is behind its target) the other."""
+        sc = self.scope
+        other = who in (NEIGHBOUR, ELSEWHERE)
+        out = {sc.cluster: "west" if other else "east"} if sc.cluster else {}
+        if sc.namespace:
+            out[sc.namespace] = "team-b" if other else "team-a"
+        return out
 
     def at(self, who: str = REPLICA) -> dict[str, str]:
         """Labels of a server. Where servers share a target (Ray: one node's metrics port for
@@ -157,9 +176,7 @@ class Inputs:
             return self.at_target(who)
         if who not in (REPLICA, NEIGHBOUR, ELSEWHERE):  # any other server: a target of its own
             return {**self.at_target(who), **dict.fromkeys(sc.identity, "replica-0")}
-        out = self.at_target(ELSEWHERE if who == ELSEWHERE else REPLICA)
-        if sc.cluster:
-            out[sc.cluster] = self.at_target(who)[sc.cluster]
+        out = {**self.at_target(ELSEWHERE if who == ELSEWHERE else REPLICA), **self.partition(who)}
         for label in sc.identity:
             out[label] = "replica-0" if who == REPLICA else "replica-1"
         return out
@@ -173,9 +190,8 @@ class Inputs:
         return out
 
     def fleet_result(self) -> dict[str, str]:
-        """Labels of an alert aggregated by job and model_name (and the replica's cluster)."""
-        cluster = {self.scope.cluster: self.at(REPLICA)[self.scope.cluster]} if self.scope.cluster else {}
-        return {**cluster, "job": self.cfg.prometheus.vllm_job, "model_name": MODEL}
+        """Labels of an alert aggregated by job and model_name (and the replica's partition)."""
+        return {**self.partition(REPLICA), "job": self.cfg.prometheus.vllm_job, "model_name": MODEL}
 
     def result(self, instance: str = REPLICA) -> dict[str, str]:
         """Labels of an alert aggregated by job, instance and model_name."""

@@ -38,9 +38,10 @@ class Filters:
         self.scope = v.scope
         extra = cfg.prometheus.extra_selector.strip()
         self._extra = f", {extra}" if extra else ""
-        cluster = self.scope.cluster
-        # With multi-cluster on, every query is narrowed to the clusters picked first.
-        self._cluster = f'{cluster}=~"$cluster", ' if cluster else ""
+        # With multi-cluster (pod labels) on, every query is narrowed to the clusters (namespaces)
+        # picked first.
+        self._partitions = [f'{label}=~"${var}"' for label, var in self.scope.partitions]
+        self._cluster = "".join(f"{m}, " for m in self._partitions)
 
     @property
     def replica_label(self) -> str:
@@ -78,9 +79,7 @@ class Filters:
     def raw(self, item: Signal | Family, *extra: str) -> str:
         """Matchers for a vLLM series: model and engine filters only where the series has the label."""
         labels = item.family.labels if isinstance(item, Signal) else item.labels
-        parts = ['job=~"$job"', f'{self.replica_label}=~"$instance"']
-        if self.scope.cluster:
-            parts.insert(0, f'{self.scope.cluster}=~"$cluster"')
+        parts = [*self._partitions, 'job=~"$job"', f'{self.replica_label}=~"$instance"']
         if "model_name" in labels:
             parts.append('model_name=~"$model_name"')
         if "engine" in labels and self.engine:
@@ -126,8 +125,10 @@ class Filters:
         return f'{{{self._cluster}{self.cfg.exporter_selector}, {self.replica_label}=~"$instance"}}'
 
     def job(self, job: str, *extra: str) -> str:
-        """Matchers of another job's series (Prometheus' or Alertmanager's own), in the clusters picked."""
-        return "{" + self._cluster + ", ".join([f'job="{job}"', *extra]) + "}"
+        """Matchers of another job's series (Prometheus' or Alertmanager's own), in the clusters
+        picked: not in the namespaces picked, which are vLLM's (Prometheus runs in its own)."""
+        cluster = f'{self.scope.cluster}=~"$cluster", ' if self.scope.cluster else ""
+        return "{" + cluster + ", ".join([f'job="{job}"', *extra]) + "}"
 
     def log(self, family: str, **matchers: str) -> str:
         """A log-exporter series of the selected servers (checked against the exporters' contract)."""
@@ -143,7 +144,7 @@ class Filters:
         return f'{{{self._cluster}instance=~"$instance"}}'
 
     def variables(self) -> tuple[Variable, ...]:
-        """(cluster,) job, instance, model_name (and engine), read from a series every release has,
+        """(cluster, namespace,) job, instance, model_name (and engine), read from a series every release has,
         then the ad hoc filters (any other label, e.g. namespace or pod)."""
         anchor = next(
             self.res[k]
@@ -152,13 +153,11 @@ class Filters:
         )
         name = anchor.name
         out = []
-        if self.scope.cluster:
+        for i, (label, var) in enumerate(self.scope.partitions):
+            # Each is read within the ones picked before it (a cluster's namespaces).
+            within = "".join(f"{m}, " for m in self._partitions[:i])
             out.append(
-                Variable(
-                    "cluster",
-                    "Cluster",
-                    f"label_values({name}{{{self.cfg.vllm_selector}}}, {self.scope.cluster})",
-                )
+                Variable(var, var.title(), f"label_values({name}{{{within}{self.cfg.vllm_selector}}}, {label})")
             )
         c = self._cluster
         out += [
@@ -210,8 +209,7 @@ class Filters:
             f'{self.replica_label}=~"$instance|"',
             'model_name=~"$model_name|"',
         ]
-        if self.scope.cluster:
-            matchers.insert(0, f'{self.scope.cluster}=~"$cluster|"')
+        matchers[:0] = [f'{label}=~"${var}|"' for label, var in self.scope.partitions]
         return Annotation(
             name="Firing vLLM alerts",
             expr=f"ALERTS{{{', '.join(matchers)}}}",

@@ -15,6 +15,7 @@ import grafanalib.core as G
 
 from ...config import BundleConfig
 from ...links import dashboard_uid, panel_id
+from ...vocabulary import scope_of
 from ...yamlfmt import GENERATED
 from ..spec import Annotation, Dashboard, Panel, Variable
 
@@ -212,8 +213,7 @@ def _drill_links(panel: Panel, cfg: BundleConfig) -> list[dict[str, str]]:
         f"var-instance={field.format(label='instance')}",
         f"var-model_name={field.format(label='model_name')}",
     ]
-    if cfg.prometheus.multi_cluster:
-        params.append(f"var-cluster={field.format(label=cfg.prometheus.cluster_label)}")
+    params += [f"var-{var}={field.format(label=label)}" for label, var in scope_of(cfg).partitions]
     return [
         {
             "title": "Open this replica and model",

@@ -97,7 +97,10 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     '`scope="job"`: Prometheus scrapes no target of the vLLM job at all, so every other '
                     'alert is blind. `scope="target"`: a target answers scrapes but has no vLLM series: '
                     "it is not the vLLM API port, a proxy answers instead, or vLLM's metrics are broken "
-                    "(a multiprocess `PROMETHEUS_MULTIPROC_DIR` on a bad volume)."
+                    "(a multiprocess `PROMETHEUS_MULTIPROC_DIR` on a bad volume). "
+                    '`scope="namespace"` or `scope="cluster"` (pod labels or multi-cluster on): one '
+                    "namespace or cluster had targets within the last hour and has none now, while others "
+                    "still report; it resolves an hour after servers were removed on purpose."
                 ),
                 confirm=["`up{{{selector}}}` and `count by (instance) ({running_series}{{{selector}}})`"],
                 act=[
@@ -177,6 +180,8 @@ def _metrics_absent(v: Vocabulary) -> list[Alert]:
             dashboard="overview",
         )
     ]
+    if sc.partitions:
+        out.append(_partition_absent(v))
     if "requests_running" in v.res.signals:
         running = selector(v.res["requests_running"].name, v.vllm)
         out.append(
@@ -195,6 +200,38 @@ def _metrics_absent(v: Vocabulary) -> list[Alert]:
             )
         )
     return out
+
+
+# A cluster or namespace whose targets all vanished is remembered this long, then forgotten
+# (scaled to zero or removed on purpose stops alerting an hour later).
+PARTITION_MEMORY = "1h"
+
+
+def _partition_absent(v: Vocabulary) -> Alert:
+    """absent() is fleet-wide: where one Prometheus (or ruler) serves several clusters or
+    namespaces under one job, one of them losing every target would go unseen."""
+    a, sc, up = v.cfg.alerts, v.scope, _up(v)
+    keep = by((*(label for label, _ in sc.partitions), "job"))
+    names = " and ".join(var for _, var in sc.partitions)
+    return Alert(
+        name="VllmMetricsAbsent",
+        # Not while the whole job is absent: the job-wide alert above tells that once.
+        expr=(
+            f"group by ({keep}) (max_over_time({up}[{PARTITION_MEMORY}]))\n"
+            f"unless on ({keep}) group by ({keep}) ({up})\n"
+            f"unless on (job) absent({up})"
+        ),
+        for_=a.metrics_absent_for,
+        severity="warning",
+        labels={"scope": "namespace" if sc.namespace else "cluster"},
+        summary=f"Prometheus scraped vLLM targets in this {names} within the last hour and scrapes none now.",
+        description=(
+            f'No target of job "{{{{ $labels.job }}}}"{sc.in_cluster} has been scraped for '
+            f"{a.metrics_absent_for}, where there were some within {PARTITION_MEMORY}: its service discovery "
+            "or scrape configuration broke, or its servers were removed (then it resolves by itself)."
+        ),
+        dashboard="overview",
+    )
 
 
 # -- promtool scenarios --------------------------------------------------------------------
@@ -361,6 +398,8 @@ def _absent(rules: list[Alert], io: Inputs) -> list[Case]:
                 io.gauge(there, running, 1, span)
             there.checks = [Check(span - 1, rule.name, [])]
             cases += [gone, there]
+        elif rule.labels["scope"] in ("namespace", "cluster"):
+            cases.append(_partition_vanished(rule, io))
         elif running is not None:
             empty = Case(
                 f"VllmMetricsAbsent (target) fires when a scraped target has no vLLM series for {rule.for_}"
@@ -371,10 +410,33 @@ def _absent(rules: list[Alert], io: Inputs) -> list[Case]:
             labels = {**io.base, **io.at_target(REPLICA)}
             empty.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 1)])
             cases.append(empty)
-    # Both rules share the alert name: a case must expect every firing one.
+    # The rules share the alert name: a case must expect every firing one.
     merged = []
     for case in cases:
         for check in case.checks:
             check.alertname = rules[0].name
         merged.append(case)
     return merged
+
+
+def _partition_vanished(rule: Alert, io: Inputs) -> Case:
+    """The replica's side loses its only target at minute 5 while the neighbour's stays: the
+    alert names that side alone, and forgets it PARTITION_MEMORY after its last sample."""
+    gone_at, memory = 5, minutes(PARTITION_MEMORY)
+    span = gone_at + memory + 5
+    case = Case(
+        f"VllmMetricsAbsent ({rule.labels['scope']}) fires when one {rule.labels['scope']}'s targets "
+        f"all vanish for {rule.for_}, and not for the other"
+    )
+    case.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1+0x{gone_at - 1} stale")
+    case.add(series_text("up", {**io.base, **io.at_target(NEIGHBOUR)}), f"1+0x{span}")
+    running = io.res.signals.get("requests_running")
+    if running is not None:  # the neighbour is a vLLM server, so the per-target rule stays silent
+        io.gauge(case, running, 1, span, instance=NEIGHBOUR)
+    expected = [Expect(rule, {**io.partition(REPLICA), "job": io.base["job"]}, 1)]
+    case.checks = [
+        *boundary(rule.name, gone_at, rule.for_, expected),
+        Check(gone_at + memory - 1, rule.name, expected),
+        Check(gone_at + memory + 1, rule.name, []),
+    ]
+    return case

@@ -216,7 +216,7 @@ def _capacity_rule(v: Vocabulary) -> list[Alert]:
             summary="A vLLM model has lost serving capacity.",
             description=(
                 f"Model {{{{ $labels.model_name }}}}{v.scope.in_cluster} has {{{{ $value }}}} ready replicas, "
-                f"below its floor; {{{{ $labels.instance }}}} is {{{{ $labels.cause }}}}."
+                f"below its floor; {v.scope.server_ref} is {{{{ $labels.cause }}}}."
             ),
             dashboard="overview",
         )

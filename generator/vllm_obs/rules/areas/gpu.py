@@ -244,10 +244,7 @@ def recording_groups(v: Vocabulary) -> list[Group]:
 
 
 def _gpu_where(sc: Scope) -> str:
-    return (
-        "GPU {{ $labels.gpu }} ({{ $labels.modelName }}, {{ $labels.UUID }}) of "
-        f"{{{{ $labels.instance }}}}{sc.in_cluster}"
-    )
+    return f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.modelName }}}}, {{{{ $labels.UUID }}}}) of {sc.target_ref}"
 
 
 def _application_codes() -> str:

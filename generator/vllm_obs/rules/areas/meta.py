@@ -171,7 +171,7 @@ def _rule_failures(v: Vocabulary) -> list[Alert]:
             severity="critical",
             summary="Prometheus fails to evaluate vllm-obs rules: their alerts cannot fire.",
             description=(
-                f"{{{{ $labels.instance }}}}{v.targets.in_cluster} failed {{{{ $value | humanize }}}} evaluations "
+                f"{v.targets.target_ref} failed {{{{ $value | humanize }}}} evaluations "
                 f"of rule group {{{{ $labels.rule_group }}}} in {a.rate_window}, for {a.pipeline_for}."
             ),
             dashboard="failures",
@@ -195,7 +195,7 @@ def _notification_failures(v: Vocabulary) -> list[Alert]:
             expr=f"sum by ({target}) (rate({sent}[{a.rate_window}])) > 0",
             labels={"stage": "prometheus"},
             description=(
-                f"Prometheus {{{{ $labels.instance }}}}{v.targets.in_cluster} fails to send alerts to "
+                f"Prometheus {v.targets.target_ref} fails to send alerts to "
                 f"Alertmanager ({{{{ $value | humanize }}}}/s, for {a.pipeline_for})."
             ),
             **common,
@@ -204,7 +204,7 @@ def _notification_failures(v: Vocabulary) -> list[Alert]:
             expr=f"sum by ({target}, integration) (rate({delivered}[{a.rate_window}])) > 0",
             labels={"stage": "alertmanager"},
             description=(
-                f"Alertmanager {{{{ $labels.instance }}}}{v.targets.in_cluster} fails to deliver notifications "
+                f"Alertmanager {v.targets.target_ref} fails to deliver notifications "
                 f"through {{{{ $labels.integration }}}} ({{{{ $value | humanize }}}}/s, for {a.pipeline_for})."
             ),
             **common,
@@ -223,7 +223,7 @@ def _reload_failures(v: Vocabulary) -> list[Alert]:
             labels={"component": component},
             summary="Prometheus or Alertmanager runs an old configuration: the last reload failed.",
             description=(
-                f"The last configuration reload of {component} {{{{ $labels.instance }}}}{v.targets.in_cluster} "
+                f"The last configuration reload of {component} {v.targets.target_ref} "
                 f"failed (for {a.pipeline_for}); it still runs the previous one."
             ),
             dashboard="failures",
@@ -243,15 +243,18 @@ def _watchdog(rules: list[Alert], io: Inputs) -> list[Case]:
 def _pipeline(case: Case, io: Inputs, component: str, name: str, values: str, **labels: str) -> None:
     p = io.cfg.prometheus
     job = p.prometheus_job if component == "prometheus" else p.alertmanager_job
-    where = "prometheus:9090" if component == "prometheus" else "alertmanager:9093"
-    cluster = {io.scope.cluster: "east"} if io.scope.cluster else {}
-    case.add(series_text(name, {"job": job, "instance": where, **cluster, **labels}), values)
+    case.add(series_text(name, {"job": job, **_result(io, component, **labels)}), values)
 
 
 def _result(io: Inputs, component: str, **labels: str) -> dict[str, str]:
+    """Prometheus' or Alertmanager's own scrape target (in Kubernetes, its pod in monitoring)."""
     where = "prometheus:9090" if component == "prometheus" else "alertmanager:9093"
-    cluster = {io.scope.cluster: "east"} if io.scope.cluster else {}
-    return {"instance": where, **cluster, **labels}
+    out = {"instance": where, **io.partition(REPLICA)}
+    if io.scope.namespace:
+        out[io.scope.namespace] = "monitoring"
+    if io.scope.pod:
+        out[io.scope.pod] = "prometheus-k8s-0" if component == "prometheus" else "alertmanager-main-0"
+    return {**out, **labels}
 
 
 def _rule_failure_cases(rules: list[Alert], io: Inputs) -> list[Case]:

@@ -128,7 +128,7 @@ def _failures(v: Vocabulary, reasons: str) -> str:
 
 
 def _where(v: Vocabulary) -> str:
-    return f"{{{{ $labels.model_name }}}} on {{{{ $labels.instance }}}}{v.targets.in_cluster}"
+    return f"{{{{ $labels.model_name }}}} on {v.targets.target_ref}"
 
 
 def _engine_hung(v: Vocabulary) -> list[Alert]:
@@ -173,7 +173,7 @@ def _probe_down_rules(v: Vocabulary) -> list[Alert]:
             labels={"cause": "down"},
             summary="A vLLM canary probe is down: a hung engine would go unnoticed.",
             description=(
-                f"The vllm-probe at {{{{ $labels.instance }}}}{v.targets.in_cluster} has not answered scrapes for "
+                f"The vllm-probe at {v.targets.target_ref} has not answered scrapes for "
                 f"{a.probe_down_for}, so VllmEngineHung cannot fire for the servers it watches."
             ),
             dashboard="failures",
@@ -266,8 +266,8 @@ def _probe_down(rules: list[Alert], io: Inputs) -> list[Case]:
     down_rule, rejected_rule = by_cause["down"], by_cause["rejected"]
     span = minutes(down_rule.for_) + minutes(io.cfg.alerts.hung_window) + 5
     up = {"job": io.cfg.prometheus.probe_job, "instance": PROBE_ADDRESS, "probe_address": PROBE_ADDRESS}
-    if io.scope.cluster:
-        up[io.scope.cluster] = io.at_target(REPLICA)[io.scope.cluster]
+    # The probe's own target: in the replica's cluster (and, as its sidecar, namespace and pod).
+    up.update({k: v for k, v in io.at_target(REPLICA).items() if k != "instance"})
     down = Case(f"VllmProbeDown fires after {down_rule.for_} of failed scrapes of the probe")
     down.add(series_text("up", up), f"0+0x{span}")
     down.checks = boundary(down_rule.name, 0, down_rule.for_, [Expect(down_rule, up, 0)])

@@ -530,7 +530,7 @@ def _windows(slo: Slo) -> list[Recording]:
 
 def _per_model_of_probe(v: Vocabulary, series: str) -> str:
     """A probe series' rate per model, under the vLLM job (the probe's series carry its own)."""
-    keep = by((*((v.targets.cluster,) if v.targets.cluster else ()), "model_name"))
+    keep = by((*(label for label, _ in v.targets.partitions), "model_name"))
     w = SLO_WINDOWS[0]
     summed = f"sum by ({keep}) (rate({series}[{w}]))"
     return f'label_replace({summed}, "job", "{v.cfg.prometheus.vllm_job}", "", "")'

@@ -1,0 +1,124 @@
+"""Pod labels (the Kubernetes objects): every alert names its namespace and pod, every fleet-wide
+rule is per namespace, and the committed PrometheusRule is exactly the rules these tests prove.
+
+The generated promtool cases place the neighbour in another namespace under the same instance
+and pod names, so a rule that dropped the namespace would merge two teams' servers and fail."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.generator.test_rules import check_and_test
+from tests.support.bundles import dashboard_panels, generate, rule_exprs
+from tests.support.rule_slices import promtool_each_file_on_its_slice
+
+pytestmark = pytest.mark.prometheus
+
+ROOT = Path(__file__).resolve().parents[2]
+PODS = {"prometheus": {"pod_labels": True}}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    return generate(tmp_path_factory.mktemp("pods") / "bundle", config=PODS)
+
+
+def _groups(rule_files: list[Path]) -> list[dict]:
+    return [g for path in rule_files for g in yaml.safe_load(path.read_text())["groups"]]
+
+
+def test_rule_files_pass_promtool_check_and_their_two_namespace_tests(bundle):
+    check_and_test(bundle)
+    inputs = (bundle / "tests" / "rules" / "latency.test.yml").read_text()
+    replica = 'model_name="llama-3-8b", namespace="team-{}", pod="vllm-0-7d9f8c6b5-abcde"'
+    assert replica.format("a") in inputs and replica.format("b") in inputs
+
+
+def test_the_committed_prometheus_rule_is_the_pod_label_bundle(bundle):
+    committed = yaml.safe_load((ROOT / "kubernetes" / "generated" / "prometheusrule.yaml").read_text())
+    rule_files = [bundle / "alerts" / "vllm-recording.rules.yml", bundle / "alerts" / "vllm-alerts.rules.yml"]
+    assert committed["spec"]["groups"] == _groups(rule_files)
+    # ...while the compose files keep their simple labels.
+    compose = _groups(sorted((ROOT / "alerts").glob("*.rules.yml")))
+    assert compose != committed["spec"]["groups"]
+    assert not any("pod" in json.dumps(g) for g in compose if g["name"] == "vllm-obs.recording.requests")
+
+
+def test_every_aggregation_keeps_the_namespace_and_every_per_server_one_the_pod(bundle):
+    clauses = 0
+    for where, expr in rule_exprs(bundle).items():
+        # The one join that must not keep it: a partition's absence is not told while the whole
+        # job is absent (absent() returns the job alone).
+        expr = expr.replace("unless on (job) absent(", "unless absent(")
+        for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
+            labels = [label.strip() for label in clause.split(",")]
+            assert "namespace" in labels, (where, clause)
+            if "instance" in labels:
+                assert "pod" in labels, (where, clause)
+            clauses += 1
+    assert clauses > 100
+
+
+def test_dropping_the_namespace_from_the_aggregations_fails_the_generated_tests(bundle, tmp_path):
+    """The neighbour, the same instance and pod in another namespace, then merges with the replica."""
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle / "tests", copy / "tests")
+    (copy / "alerts").mkdir()
+    for path in (bundle / "alerts").glob("*.rules.yml"):
+        text = path.read_text()
+        assert "by (namespace, " in text
+        (copy / "alerts" / path.name).write_text(text.replace("by (namespace, ", "by ("))
+    assert promtool_each_file_on_its_slice(copy, first_failure=True)
+
+
+def test_per_server_alerts_name_the_pod_and_every_alert_its_namespace(bundle):
+    rules = yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())
+    named = 0
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule["alert"] in ("WatchdogVllmObs",) or rule["labels"].get("scope") == "job":
+                continue  # about no namespace: the heartbeat, the whole job vanishing
+            text = rule["annotations"]["description"]
+            assert "$labels.namespace" in text, rule["alert"]
+            if "$labels.instance" in text:
+                assert "(pod {{ $labels.pod }})" in text, rule["alert"]
+                named += 1
+            assert "var-namespace={{ $labels.namespace | urlquery }}" in rule["annotations"]["dashboard_url"]
+    assert named > 20
+
+
+def test_notifications_group_by_namespace_and_name_the_pod(bundle):
+    config = yaml.safe_load((bundle / "alerts" / "alertmanager.yml").read_text())
+    group_by = config["route"]["group_by"]
+    assert group_by[0] == "namespace"
+    assert group_by[group_by.index("instance") + 1] == "pod"
+    for rule in config["inhibit_rules"]:
+        if "instance" in rule["equal"]:
+            assert {"namespace", "pod"} <= set(rule["equal"]), rule
+    committed = yaml.safe_load((ROOT / "kubernetes" / "generated" / "alertmanagerconfig.yaml").read_text())
+    assert committed["spec"]["route"]["groupBy"] == group_by
+
+
+def test_dashboards_have_a_namespace_variable_and_every_vllm_query_uses_it(bundle):
+    for path in sorted((bundle / "dashboards").glob("*.json")):
+        names = [v["name"] for v in json.loads(path.read_text())["templating"]["list"]]
+        assert names[:3] == ["datasource", "namespace", "job"], path.name
+    for title, panel in dashboard_panels(bundle):
+        for target in panel["targets"]:
+            expr = target["expr"]
+            if "ALERTS" in expr:
+                continue  # the firing-alerts table lists every alert, as with multi-cluster
+            if re.search(r'job="(prometheus|alertmanager)"', expr):
+                # Prometheus' and Alertmanager's own series live in their own namespace.
+                assert "$namespace" not in expr, (title, panel["title"])
+            else:
+                assert 'namespace=~"$namespace"' in expr, (title, panel["title"])
+    committed = yaml.safe_load((ROOT / "kubernetes" / "generated" / "grafana-dashboards.yaml").read_text())
+    for name, text in committed["data"].items():
+        assert (bundle / "dashboards" / name).read_text() == text, name
