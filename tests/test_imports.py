@@ -71,6 +71,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "vllm_obs.alertmanager_config",
         "vllm_obs.prometheus_config",
         "vllm_obs.kubernetes_manifests",
+        "vllm_obs.autoscaling",
         "vllm_obs.mixin",
     ),
     ("vllm_obs.bundle", "vllm_obs.writer"),

@@ -9,6 +9,7 @@ from typing import Any
 
 from . import layout
 from .alertmanager_config import alertmanager_config
+from .autoscaling import autoscaling_files
 from .catalog import Catalog
 from .config import BundleConfig
 from .dashboards.build import SIGNAL_PANELS, dashboards
@@ -91,7 +92,10 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
     for dash in parts.dashboards:
         files[layout.dashboard_file(dash.key)] = render_dashboard(dash, cfg, source.summary)
     dashboard_files = {k: t for k, t in files.items() if k.startswith(layout.DASHBOARDS_DIR)}
-    files.update(_kubernetes_files(parts if cfg.prometheus.pod_labels else None, source, catalog, cfg, header))
+    files.update(
+        _kubernetes_files(parts if cfg.prometheus.pod_labels else None, source, catalog, cfg, header)
+    )
+    files.update(autoscaling_files(cfg, header))
     # The same rules and dashboards as a jsonnet mixin, its thresholds and names left to _config.
     files.update(
         mixin_files(
@@ -127,7 +131,9 @@ def _kubernetes_files(
         layout.RECORDING_RULES: rule_file(parts.recording, parts.v, header),
         layout.ALERT_RULES: rule_file(parts.assembled.groups, parts.v, header),
     }
-    boards = {layout.dashboard_file(d.key): render_dashboard(d, cfg, source.summary) for d in parts.dashboards}
+    boards = {
+        layout.dashboard_file(d.key): render_dashboard(d, cfg, source.summary) for d in parts.dashboards
+    }
     return {
         layout.PROMETHEUS_RULE: prometheus_rule(rules, header),
         layout.DASHBOARDS_CONFIG_MAP: dashboards_config_map(boards, header),

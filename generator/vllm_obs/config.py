@@ -424,6 +424,71 @@ class LinksSection:
 
 
 @dataclass(frozen=True)
+class AutoscalingSection:
+    deployment: str = knob(
+        "vllm",
+        "the Deployment the autoscalers scale (kubernetes/vllm.yaml's); KEDA's queries select its pods "
+        "by name, <deployment>-<hash>-<suffix> as a Deployment names them, so a second Deployment of the "
+        "same model in the namespace is never counted",
+    )
+    namespace: str = knob(
+        "default",
+        "the namespace the Deployment runs in, which KEDA's queries select (they read the whole "
+        "Prometheus); kubernetes/ sets none, so kubectl apply -k uses the current context's: usually "
+        "default. Apply the ScaledObject and the HPA there; the HPA needs no namespace in its queries",
+    )
+    model_name: str = knob(
+        "qwen2.5-0.5b",
+        "the served model name (--served-model-name, the model_name label) KEDA's queries select; "
+        "kubernetes/vllm.yaml serves qwen2.5-0.5b. The HPA reads the Deployment's pods whatever they serve",
+    )
+    signals: list[str] = knob(
+        ["queue", "kv_cache"],
+        "what to scale on: queue (requests waiting, the direct signal: users already wait) and "
+        "kv_cache (KV-cache usage, the leading one); with both the larger replica count wins",
+    )
+    min_replicas: float = knob(
+        1,
+        "never fewer replicas; at least 1: with none there is no vLLM series to scale back up on, and "
+        "a cold start takes from 20 s to minutes. 2 keeps the model served while one pod restarts",
+    )
+    max_replicas: float = knob(4, "never more replicas: what your GPU quota allows")
+    waiting_per_replica: float = knob(
+        4,
+        "requests waiting per replica the autoscalers aim for (ceil(waiting over the model's replicas / "
+        "this) replicas); llm-d's autoscaler calls a replica saturated at 5 waiting, so 4 adds one "
+        "just before; far below alerts.queue_waiting_threshold (20), so replicas come before the warning",
+    )
+    kv_usage_per_replica: float = knob(
+        0.8,
+        "KV-cache usage (0-1) per replica the autoscalers aim for (ceil(sum of the replicas' usage / "
+        "this) replicas); llm-d's default (kvCacheThreshold 0.8), below alerts.kv_usage_threshold (0.9): "
+        "a full cache preempts running requests, and a new replica takes minutes to load",
+    )
+    prometheus_url: str = knob(
+        "http://prometheus-k8s.monitoring.svc:9090",
+        "the Prometheus KEDA queries (serverAddress), one that evaluates this bundle's recording rules "
+        "(kube-prometheus: prometheus-k8s; kube-prometheus-stack: prometheus-operated in its namespace)",
+    )
+    polling_interval: str = knob(
+        "15s",
+        "how often KEDA queries Prometheus; the recorded series change once per rule evaluation "
+        "(prometheus.evaluation_interval, 15s), so polling faster gains nothing",
+    )
+    cooldown_period: str = knob(
+        "5m",
+        "after removing a replica, wait this long before removing another (one pod per period, at "
+        "most 30m); also KEDA's cooldownPeriod, which only delays a scale to zero (never: min_replicas >= 1)",
+    )
+    scale_down_window: str = knob(
+        "10m",
+        "scale down only to the highest replica count wanted within this window (the HPA's "
+        "stabilizationWindowSeconds, at most 1h): longer than a cold start, so a lull does not drop "
+        "a replica that takes minutes to bring back; scaling up never waits",
+    )
+
+
+@dataclass(frozen=True)
 class BundleConfig:
     prometheus: PrometheusSection = knob({}, "scrape targets and Prometheus settings")
     alerts: AlertsSection = knob({}, "alert thresholds and durations")
@@ -433,6 +498,11 @@ class BundleConfig:
     dashboards: DashboardsSection = knob({}, "Grafana dashboards")
     gpu: GpuSection = knob({}, "the GPU layer: NVIDIA's DCGM exporter next to vLLM's own series")
     links: LinksSection = knob({}, "URLs put into alert annotations")
+    autoscaling: AutoscalingSection = knob(
+        {},
+        "Kubernetes autoscaling on the recorded queue and KV-cache series: a KEDA ScaledObject, or "
+        "prometheus-adapter rules and an HPA (kubernetes/generated/autoscaling/, docs/autoscaling.md)",
+    )
 
     @property
     def vllm_selector(self) -> str:

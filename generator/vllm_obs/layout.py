@@ -20,6 +20,10 @@ DASHBOARDS_CONFIG_MAP = "kubernetes/generated/grafana-dashboards.yaml"
 ALERTMANAGER_CONFIG_RESOURCE = "kubernetes/generated/alertmanagerconfig.yaml"
 MIXIN_DIR = "mixin/"
 MANIFEST = ".vllm-obs-manifest.json"
+AUTOSCALING_DIR = "kubernetes/generated/autoscaling/"
+KEDA_SCALED_OBJECT = f"{AUTOSCALING_DIR}keda-scaledobject.yaml"
+PROMETHEUS_ADAPTER_RULES = f"{AUTOSCALING_DIR}prometheus-adapter-rules.yaml"
+HORIZONTAL_POD_AUTOSCALER = f"{AUTOSCALING_DIR}hpa.yaml"
 
 
 def dashboard_file(key: str) -> str:
