@@ -1,0 +1,233 @@
+"""Many clusters through remote write, for real (docs/multi-cluster.md).
+
+Two clusters, east and west, each with a Prometheus in agent mode that scrapes its own vLLM
+(a stand-in serving a real vLLM 0.32.0 exposition, tests/fixtures/metrics/) under the same
+instance name, `vllm-0:8000`, and remote-writes everything with its `cluster` external label
+into one central Prometheus. The central receives remote write, loads the multi-cluster
+bundle's rule files and sends alerts to a real Alertmanager running the bundle's routing,
+with one child route added: `cluster="west"` goes to a receiver of its own. Then east's
+server stops answering: east alone alerts, its page reaches the default receivers grouped by
+cluster, nothing about west fires or reaches anyone. Last, west's agent stops (its samples
+stop arriving): west's page takes the west route.
+
+The clock is shortened the way the drills shorten it (tests/drills/drill-config.yml): through
+the bundle's own knobs, so the rules' logic is the production one. `alerts.target_down_for:
+10s` (production 2m) is both VllmTargetDown's `for` and the window in which a replica without a
+successful scrape counts as down for VllmModelCapacityLow; the agents scrape and the central
+evaluates every second; Alertmanager's group_wait is 1s. 10s leaves the remote-write path (a
+scrape, then a send at least every second) nine seconds of lag before a healthy cluster's
+replica would look down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.generator.test_alertmanager import routes
+from tests.support.bundles import generate, rule_exprs, selected_names
+from tests.support.loopback import LoopbackServer
+from tests.support.monitoring import Alertmanager
+from tests.support.remote_write import (
+    AgentPrometheus,
+    ReceivingPrometheus,
+    agent_config,
+    central_config,
+    write_yaml,
+)
+from tests.support.stand_in import stand_in
+
+pytestmark = pytest.mark.prometheus
+
+REPO = Path(__file__).parent.parent.parent
+# A real capture of an idle vLLM 0.32.0 CPU server: nothing in flight, so only a failure alerts.
+EXPOSITION = REPO / "tests" / "fixtures" / "metrics" / "vllm-0.32.0-cpu-idle.prom"
+INSTANCE = "vllm-0:8000"  # the replica's name in both clusters
+MODEL = "tiny-llama"
+RECEIVERS = ("critical", "warning", "info", "watchdog")
+WATCHDOG = "WatchdogVllmObs"
+TIMEOUT = 60  # for any one state to be reached; the whole test takes about 35 s
+
+
+def bundle_config(webhook: str) -> dict:
+    return {
+        "prometheus": {"multi_cluster": True, "cluster_label": "cluster", "evaluation_interval": "1s"},
+        "alerts": {"target_down_for": "10s"},
+        "alertmanager": {
+            "group_wait": "1s",
+            "group_interval": "5s",
+            **{r: {"type": "webhook", "url": f"{webhook}/{r}"} for r in RECEIVERS},
+        },
+    }
+
+
+def with_west_route(generated: Path, webhook: str, out: Path) -> Path:
+    """The bundle's alertmanager.yml with a first child route sending cluster="west" elsewhere."""
+    config = yaml.safe_load(generated.read_text())
+    assert config["route"]["group_by"][0] == "cluster", config["route"]["group_by"]
+    config["route"]["routes"].insert(0, {"receiver": "west-webhook", "matchers": ['cluster="west"']})
+    config["receivers"].append(
+        {"name": "west-webhook", "webhook_configs": [{"url": f"{webhook}/west", "send_resolved": True}]}
+    )
+    out.write_text(yaml.safe_dump(config, sort_keys=False))
+    return out
+
+
+def until(check: Callable[[], object], what: str, timeout: float = TIMEOUT) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.25)
+
+
+def by_cluster(prom: ReceivingPrometheus, expr: str) -> dict[str, float]:
+    return {r["metric"].get("cluster", ""): float(r["value"][1]) for r in prom.query(expr)}
+
+
+def test_the_fixture_serves_every_vllm_series_the_multi_cluster_rules_select(tmp_path):
+    """Else a rule could stay silent in the remote-write test for want of its input."""
+    bundle = generate(tmp_path / "bundle", config=bundle_config("http://127.0.0.1:1"))
+    selected = set().union(*(selected_names(expr) for expr in rule_exprs(bundle).values()))
+    served = {
+        line.split("{", 1)[0].split(" ", 1)[0]
+        for line in EXPOSITION.read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    missing = sorted(n for n in selected if n.startswith("vllm:") and n not in served)
+    assert not missing, missing
+
+
+def test_two_clusters_remote_write_into_one_ruler_that_alerts_and_routes_by_cluster(tmp_path):
+    page = EXPOSITION.read_text()
+    with contextlib.ExitStack() as stack:
+        webhook = stack.enter_context(LoopbackServer())
+        bundle = generate(tmp_path / "bundle", config=bundle_config(webhook.url))
+        rules = sorted((bundle / "alerts").glob("*.rules.yml"))
+        am_config = with_west_route(
+            bundle / "alerts" / "alertmanager.yml", webhook.url, tmp_path / "alertmanager.yml"
+        )
+        # The added route is the one a west alert takes, and an east one does not.
+        page_labels = {"alertname": "VllmModelCapacityLow", "severity": "critical", "model_name": MODEL}
+        assert routes(am_config, {**page_labels, "cluster": "west"}) == ["west-webhook"]
+        east_receivers = routes(am_config, {**page_labels, "cluster": "east"})
+        assert east_receivers == ["critical-webhook", "warning-webhook"]
+
+        for name in ("am", "central", "agent-east", "agent-west"):
+            (tmp_path / name).mkdir()
+        am = stack.enter_context(Alertmanager(am_config, tmp_path / "am"))
+        central_yml = write_yaml(
+            tmp_path / "central" / "prometheus.yml", central_config(rules, f"127.0.0.1:{am.port}")
+        )
+        central = stack.enter_context(ReceivingPrometheus(central_yml, tmp_path / "central"))
+
+        east_server = stack.enter_context(contextlib.ExitStack())
+        east = east_server.enter_context(stand_in(lambda: page))
+        west = stack.enter_context(stand_in(lambda: page))
+        west_agent = stack.enter_context(contextlib.ExitStack())
+        for cluster, target, owner in (("east", east, stack), ("west", west, west_agent)):
+            config = agent_config(cluster, [target], central.write_url, instance=INSTANCE)
+            path = write_yaml(tmp_path / f"agent-{cluster}" / "prometheus.yml", config)
+            owner.enter_context(AgentPrometheus(path, tmp_path / f"agent-{cluster}"))
+
+        # Both clusters arrive, each replica under the same name, kept apart by `cluster`.
+        up = f'up{{job="vllm", instance="{INSTANCE}"}}'
+        until(lambda: by_cluster(central, up) == {"east": 1, "west": 1}, "both clusters' scrapes")
+        ready = f'job_model:vllm_replicas_ready:count{{job="vllm", model_name="{MODEL}"}}'
+        until(lambda: by_cluster(central, ready) == {"east": 1, "west": 1}, "a ready replica per cluster")
+
+        def per_replica_recorded() -> dict[str, set[str]] | None:
+            """The per-replica recorded names by cluster, once both clusters have the same ones
+            (the rates among them: they need two scrapes)."""
+            found: dict[str, set[str]] = {}
+            for r in central.query(f'{{__name__=~"job_instance_model:.+", instance="{INSTANCE}"}}'):
+                found.setdefault(r["metric"].get("cluster", ""), set()).add(r["metric"]["__name__"])
+            if found.keys() != {"east", "west"} or found["east"] != found["west"]:
+                return None
+            return found if "job_instance_model:vllm_requests_finished:rate5m" in found["east"] else None
+
+        recorded = until(per_replica_recorded, "the per-replica recorded series of both clusters")
+        assert "job_instance_model:vllm_served_model:last1h" in recorded["east"]
+        healthy = central.query(f'ALERTS{{alertstate="firing", alertname!="{WATCHDOG}"}}')
+        assert not healthy, [a["metric"] for a in healthy]
+
+        # East's server stops answering.
+        east_server.close()
+
+        down = f'ALERTS{{alertname="VllmTargetDown", alertstate="firing", instance="{INSTANCE}"}}'
+        firing = until(lambda: central.query(down), "VllmTargetDown to fire on the central Prometheus")
+        assert [a["metric"]["cluster"] for a in firing] == ["east"], firing
+        capacity = f'ALERTS{{alertname="VllmModelCapacityLow", alertstate="firing", model_name="{MODEL}"}}'
+        paged = until(lambda: central.query(capacity), "VllmModelCapacityLow to fire")
+        assert [(a["metric"]["cluster"], a["metric"]["cause"]) for a in paged] == [("east", "down")], paged
+        assert by_cluster(central, ready) == {"east": 0, "west": 1}
+
+        def page_for_east() -> dict | None:
+            for path, payload in list(webhook.posted):
+                if path == "/critical" and any(
+                    a["status"] == "firing"
+                    and a["labels"].get("alertname") == "VllmModelCapacityLow"
+                    and a["labels"].get("cluster") == "east"
+                    for a in payload["alerts"]
+                ):
+                    return payload
+            return None
+
+        note = until(page_for_east, "east's capacity page at the critical webhook")
+        assert note["groupLabels"].get("cluster") == "east", note["groupLabels"]
+        assert note["commonLabels"]["instance"] == INSTANCE, note["commonLabels"]
+
+        # Alertmanager inhibits east's VllmTargetDown under east's page (equal: cluster, instance).
+        def target_down_inhibited() -> bool:
+            return any(
+                a["labels"].get("alertname") == "VllmTargetDown"
+                and a["labels"].get("cluster") == "east"
+                and a["status"]["inhibitedBy"]
+                for a in am.alerts()
+            )
+
+        until(target_down_inhibited, "Alertmanager to inhibit east's VllmTargetDown under its page")
+
+        # Nothing about west, ever: in the central's history nothing fired but east's alerts and
+        # the watchdog, and no notification but east's reached any receiver. (Pending is allowed:
+        # one slow scrape of a loaded machine makes VllmTargetDown pending, and before the first
+        # samples arrive the job-wide VllmMetricsAbsent, absent(up{job="vllm"}), which has no
+        # cluster, is pending for a few evaluations of its 10m `for`.)
+        fired = f'ALERTS{{alertstate="firing", alertname!="{WATCHDOG}", cluster!="east"}}'
+        elsewhere = central.query(f"count_over_time({fired}[10m])")
+        assert not elsewhere, [a["metric"] for a in elsewhere]
+        notes = [(path, payload) for path, payload in list(webhook.posted) if path != "/watchdog"]
+        assert all(path != "/west" for path, _ in notes), notes
+        for path, payload in notes:
+            assert payload["groupLabels"].get("cluster") == "east", (path, payload["groupLabels"])
+            assert {a["labels"].get("cluster") for a in payload["alerts"]} == {"east"}, (path, payload)
+
+        # West's agent stops: west's samples stop arriving, its server still runs. Nothing says
+        # "down" (VllmTargetDown needs up == 0 samples), but once no successful scrape of west
+        # arrived for target_down_for, west's model has no ready replica: the page names west,
+        # cause down, and takes the west route only.
+        before = len(webhook.posted)
+        west_agent.close()
+        west_page = 'ALERTS{alertname="VllmModelCapacityLow", alertstate="firing", cluster="west"}'
+        paged = until(lambda: central.query(west_page), "VllmModelCapacityLow for the silent west")
+        assert [a["metric"]["cause"] for a in paged] == ["down"], paged
+
+        def west_notes() -> list[tuple[str, dict]]:
+            return [
+                (path, payload)
+                for path, payload in list(webhook.posted)[before:]
+                if any(a["labels"].get("cluster") == "west" for a in payload["alerts"])
+            ]
+
+        (path, payload), *more = until(west_notes, "the west page at the west receiver")
+        assert path == "/west" and not more, west_notes()
+        assert payload["groupLabels"].get("cluster") == "west", payload["groupLabels"]
+        assert not central.query('ALERTS{alertname="VllmTargetDown", cluster="west"}')
