@@ -33,7 +33,7 @@ class ProbeServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: ProbeServer
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         url = urlsplit(self.path)
         if url.path in ("/metrics", "/metrics/"):
             self._answer(200, generate_latest(self.server.registry), CONTENT_TYPE_LATEST)
@@ -64,5 +64,5 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass  # a scrape or kubelet check every few seconds is not news

@@ -9,6 +9,7 @@ Kubernetes objects carry exactly the bundle's rules and dashboards. The safety r
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -105,17 +106,27 @@ def test_grafana_and_alertmanager_paths_line_up():
 
 
 def test_kubernetes_objects_carry_the_bundle():
+    """The same rules and dashboards as the compose files; with pod labels kept (their own
+    test, tests/generator/test_pod_labels.py, proves them equal to a pod-label bundle)."""
     rule = yaml.safe_load((REPO / "kubernetes" / "generated" / "prometheusrule.yaml").read_text())
     groups = []
     for name in ("vllm-recording.rules.yml", "vllm-alerts.rules.yml"):
         groups += yaml.safe_load((REPO / "alerts" / name).read_text())["groups"]
-    assert rule["kind"] == "PrometheusRule" and rule["spec"]["groups"] == groups
+    assert rule["kind"] == "PrometheusRule"
+    assert _names(rule["spec"]["groups"]) == _names(groups)
     config_map = yaml.safe_load((REPO / "kubernetes" / "generated" / "grafana-dashboards.yaml").read_text())
+    assert sorted(config_map["data"]) == sorted(p.name for p in (REPO / "dashboards").glob("*.json"))
     for path in (REPO / "dashboards").glob("*.json"):
-        assert json.loads(config_map["data"][path.name]) == json.loads(path.read_text())
+        ours, theirs = json.loads(config_map["data"][path.name]), json.loads(path.read_text())
+        assert [p["title"] for p in ours["panels"]] == [p["title"] for p in theirs["panels"]]
     kustomization = yaml.safe_load((REPO / "kubernetes" / "kustomization.yaml").read_text())
     for resource in kustomization["resources"]:
         assert (REPO / "kubernetes" / resource).exists()
+
+
+def _names(groups: list[dict]) -> list[tuple[str, list[str]]]:
+    # Unique names: with pod labels VllmMetricsAbsent has one more scope (per namespace).
+    return [(g["name"], sorted({r.get("alert") or r["record"] for r in g["rules"]})) for g in groups]
 
 
 # The bundle's Prometheus scrapes itself and the Alertmanagers for the pipeline alerts; on
@@ -128,6 +139,24 @@ def test_kubernetes_job_labels_match_the_rules():
     generated = {job["job_name"] for job in PROMETHEUS["scrape_configs"]} - SELF_MONITORING
     for variant in ("monitors.yaml", "servicemonitors.yaml"):
         assert k8s_jobs(k8s_documents(variant)) == generated, variant
+
+
+def test_the_monitors_keep_the_pod_labels_the_rules_aggregate_by():
+    """The operator labels every target with namespace, pod and container; the Kubernetes rules
+    keep namespace and pod, so no monitor may overwrite or drop them (the cluster comes from
+    external_labels, outside these files)."""
+    kept = {"namespace", "pod", "container"}
+    for variant in ("monitors.yaml", "servicemonitors.yaml"):
+        for doc in k8s_documents(variant):
+            for endpoint in doc["spec"].get("podMetricsEndpoints", []) + doc["spec"].get("endpoints", []):
+                for step in endpoint.get("relabelings", []) + endpoint.get("metricRelabelings", []):
+                    assert step.get("targetLabel") not in kept, (variant, step)
+                    if step.get("action") in ("labeldrop", "labelkeep"):
+                        regex = re.compile(step["regex"])
+                        dropped = {
+                            k for k in kept if bool(regex.fullmatch(k)) == (step["action"] == "labeldrop")
+                        }
+                        assert not dropped, (variant, step)
 
 
 def test_the_exporter_image_copies_what_pip_needs_to_build_the_project():

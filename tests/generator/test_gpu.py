@@ -30,7 +30,7 @@ from vllm_obs.vocabulary import GpuNames
 
 from tests.generator.test_bundle_queries import CATALOG, catalog_names, unexposed
 from tests.generator.test_rules import check_and_test, promtool
-from tests.support.bundles import BURN_ONE_WINDOW_FILE, generate, rule_exprs
+from tests.support.bundles import BURN_ONE_WINDOW_FILE, aggregation_clauses, generate
 from tests.support.exposed import exporter_series
 from tests.support.monitoring import Prometheus
 from tests.support.stand_in import stand_in
@@ -194,9 +194,8 @@ def test_per_gpu_rules_keep_the_server_the_gpu_and_the_cluster(bundles):
                 assert expr.startswith(f"max by ({keep}) ("), (name, record)
         server = keep.removesuffix(", gpu, UUID, modelName")
         assert rules[GpuNames.server_utilization] == f"avg by ({server}) ({GpuNames.utilization})"
-    for expr in rule_exprs(bundles["pod-multi-cluster"]).values():
-        for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
-            assert "k8s_cluster" in [label.strip() for label in clause.split(",")], clause
+    for where, labels in aggregation_clauses(bundles["pod-multi-cluster"]):
+        assert "k8s_cluster" in labels, (where, labels)
 
 
 def test_the_scrape_job_of_each_join(bundles, tmp_path, capsys):

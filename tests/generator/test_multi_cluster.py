@@ -5,7 +5,6 @@ or silences its namesake in another (Thanos Ruler or the Mimir ruler evaluate th
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 import yaml
 
 from tests.generator.test_rules import check_and_test
-from tests.support.bundles import dashboard_panels, generate, rule_exprs
+from tests.support.bundles import aggregation_clauses, dashboard_panels, generate
 from tests.support.monitoring import Alertmanager
 from tests.support.rule_slices import promtool_each_file_on_its_slice
 
@@ -36,12 +35,8 @@ def test_rule_files_pass_promtool_check_and_their_two_cluster_tests(bundle):
 
 
 def test_every_aggregation_and_join_keeps_the_cluster(bundle):
-    for where, expr in rule_exprs(bundle).items():
-        # The one join that must not keep it: a partition's absence is not told while the whole
-        # job is absent (absent() returns the job alone).
-        expr = expr.replace("unless on (job) absent(", "unless absent(")
-        for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
-            assert "k8s_cluster" in [label.strip() for label in clause.split(",")], (where, clause)
+    for where, labels in aggregation_clauses(bundle):
+        assert "k8s_cluster" in labels, (where, labels)
 
 
 def test_dropping_the_cluster_from_the_aggregations_fails_the_generated_tests(bundle, tmp_path):

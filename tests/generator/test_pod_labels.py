@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.generator.test_rules import check_and_test
-from tests.support.bundles import dashboard_panels, generate, rule_exprs
+from tests.support.bundles import aggregation_clauses, dashboard_panels, generate
 from tests.support.rule_slices import promtool_each_file_on_its_slice
 
 pytestmark = pytest.mark.prometheus
@@ -51,18 +51,12 @@ def test_the_committed_prometheus_rule_is_the_pod_label_bundle(bundle):
 
 
 def test_every_aggregation_keeps_the_namespace_and_every_per_server_one_the_pod(bundle):
-    clauses = 0
-    for where, expr in rule_exprs(bundle).items():
-        # The one join that must not keep it: a partition's absence is not told while the whole
-        # job is absent (absent() returns the job alone).
-        expr = expr.replace("unless on (job) absent(", "unless absent(")
-        for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
-            labels = [label.strip() for label in clause.split(",")]
-            assert "namespace" in labels, (where, clause)
-            if "instance" in labels:
-                assert "pod" in labels, (where, clause)
-            clauses += 1
-    assert clauses > 100
+    clauses = aggregation_clauses(bundle)
+    for where, labels in clauses:
+        assert "namespace" in labels, (where, labels)
+        if "instance" in labels:
+            assert "pod" in labels, (where, labels)
+    assert len(clauses) > 100
 
 
 def test_dropping_the_namespace_from_the_aggregations_fails_the_generated_tests(bundle, tmp_path):

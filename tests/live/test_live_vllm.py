@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.generator.test_bundle_queries import unexposed
 from tests.generator.test_rules import check_and_test
@@ -146,7 +147,47 @@ def steady_traffic(server: VllmServer) -> Iterator[None]:
 
 
 def test_every_dashboard_panel_returns_data_from_a_live_stack(spec_decode_server, tmp_path):
-    server = spec_decode_server
+    results, empty = _panel_results(spec_decode_server, tmp_path, pod_labels=False)
+    titles = {panel for _, panel, _ in results}
+    assert {"Draft acceptance rate", "Acceptance by draft position", "Canary probe latency"} <= titles
+    assert {"Time to first token distribution", "Replicas", "API server file descriptors"} <= titles
+    assert len(results) >= 150
+    assert (len(results) - len(empty)) / len(results) >= 0.9
+    # Recorded for the issue notes: how many queries returned data.
+    print(f"\n{len(results) - len(empty)}/{len(results)} panel queries returned data; empty: {sorted(empty)}")
+
+
+def test_the_kubernetes_dashboards_return_data_when_series_carry_namespace_and_pod(
+    spec_decode_server, tmp_path
+):
+    """The ConfigMap's dashboards (pod labels on: a Namespace variable, rules by namespace and
+    pod) on series labelled as a PodMonitor labels them: the same panels answer."""
+    results, empty = _panel_results(spec_decode_server, tmp_path, pod_labels=True)
+    assert len(results) >= 150
+    assert (len(results) - len(empty)) / len(results) >= 0.9
+    print(f"\n{len(results) - len(empty)}/{len(results)} panel queries returned data; empty: {sorted(empty)}")
+
+
+# What a PodMonitor adds to every series of the pod (vLLM and its two sidecars), and to
+# Prometheus' and Alertmanager's own, which run in their own namespace.
+POD = {"namespace": "llm", "pod": "vllm-0-7d9f8c6b5-abcde"}
+MONITORING = {"namespace": "monitoring", "pod": "prometheus-k8s-0"}
+
+
+def _with_pod_labels(prometheus_yml: Path) -> None:
+    """Every static target of the bundle's scrape config labelled as the operator labels it."""
+    own = {"prometheus", "alertmanager"}
+    config = yaml.safe_load(prometheus_yml.read_text())
+    for job in config["scrape_configs"]:
+        for static in job.get("static_configs", []):
+            static["labels"] = {**static.get("labels", {}), **(MONITORING if job["job_name"] in own else POD)}
+    assert {j["job_name"] for j in config["scrape_configs"]} >= {"vllm", "vllm-log-exporter", "vllm-probe"}
+    prometheus_yml.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _panel_results(server: VllmServer, tmp_path: Path, pod_labels: bool) -> tuple[dict, set]:
+    """Every panel query of a bundle generated for this stack, asked of a Prometheus that
+    scraped it; fails on an empty query MAY_BE_EMPTY does not explain."""
     target = f"127.0.0.1:{server.port}"
     with (
         log_exporter(server.log_path, tmp_path) as exporter,
@@ -162,7 +203,10 @@ def test_every_dashboard_panel_returns_data_from_a_live_stack(spec_decode_server
             prometheus=f"127.0.0.1:{prom_port}",
             alertmanager=f"127.0.0.1:{am_port}",
         )
+        config["prometheus"]["pod_labels"] = pod_labels
         bundle = generate(tmp_path / "bundle", "--metrics-url", server.metrics_url, config=config)
+        if pod_labels:
+            _with_pod_labels(bundle / "prometheus" / "prometheus.yml")
         with (
             Alertmanager(bundle / "alerts" / "alertmanager.yml", tmp_path, port=am_port),
             Prometheus(bundle / "prometheus" / "prometheus.yml", tmp_path, port=prom_port) as prom,
@@ -176,9 +220,14 @@ def test_every_dashboard_panel_returns_data_from_a_live_stack(spec_decode_server
             time.sleep(6)  # a few more scrapes of the probe and the traffic inside the rate windows
             # The template variables resolve to this server, then every query is asked.
             variables = {"$job": "vllm", "$instance": target, "$model_name": MODEL_NAME, "$engine": "0"}
+            if pod_labels:
+                variables["$namespace"] = POD["namespace"]
             for name, expected in variables.items():
                 values = prom.query(f'count by ({name[1:]}) (vllm:num_requests_running{{job="vllm"}})')
                 assert [v["metric"][name[1:]] for v in values] == [expected]
+            if pod_labels:  # the recorded series keep the pod the sidecars' series are joined on
+                assert prom.query(f'job_instance_model:vllm_requests_running:sum{{pod="{POD["pod"]}"}}')
+                assert prom.query(f'vllm_probe_success{{pod="{POD["pod"]}", instance="{target}"}}')
             results = {where: prom.query(expr) for where, expr in panel_queries(bundle, variables).items()}
             # The firing-alert annotation of every dashboard is a valid query (nothing fires here).
             for dash in dashboards(bundle):
@@ -187,13 +236,7 @@ def test_every_dashboard_panel_returns_data_from_a_live_stack(spec_decode_server
     empty = {where for where, result in results.items() if not has_data(result)}
     unexplained = {w for w in empty if w[1] not in MAY_BE_EMPTY and f"{w[1]} / {w[2]}" not in MAY_BE_EMPTY}
     assert not unexplained, f"panel queries without data: {sorted(unexplained)}"
-    titles = {panel for _, panel, _ in results}
-    assert {"Draft acceptance rate", "Acceptance by draft position", "Canary probe latency"} <= titles
-    assert {"Time to first token distribution", "Replicas", "API server file descriptors"} <= titles
-    assert len(results) >= 150
-    assert (len(results) - len(empty)) / len(results) >= 0.9
-    # Recorded for the issue notes: how many queries returned data.
-    print(f"\n{len(results) - len(empty)}/{len(results)} panel queries returned data; empty: {sorted(empty)}")
+    return results, empty
 
 
 def panel_queries(bundle: Path, variables: dict[str, str]) -> dict[tuple[str, str, str], str]:

@@ -55,6 +55,18 @@ def rule_exprs(bundle: Path) -> dict[str, str]:
     return out
 
 
+def aggregation_clauses(bundle: Path) -> list[tuple[str, list[str]]]:
+    """(rule, labels) of every `by (...)` and `on (...)` clause of the bundle's rules, but the
+    one join that must keep no partition label: a cluster's or namespace's absence is not told
+    while the whole job is absent, and absent() returns the job alone."""
+    out = []
+    for where, expr in rule_exprs(bundle).items():
+        expr = expr.replace("unless on (job) absent(", "unless absent(")
+        for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
+            out.append((where, [label.strip() for label in clause.split(",")]))
+    return out
+
+
 def recorded_names(bundle: Path) -> set[str]:
     names = set()
     for path in (bundle / "alerts").glob("*.rules.yml"):

@@ -31,6 +31,7 @@ def pod_of(server: str) -> str:
     """The pod a server runs in, where pod labels are kept (a Deployment's pod name)."""
     return f"{server.rsplit(':', 1)[0]}-7d9f8c6b5-{'abcde' if server == REPLICA else 'fghij'}"
 
+
 # The exporters' closed label sets, from their contract: a case sets every one.
 SERVER_STATES = vllm_obs_contract.log_exporter()["vllm_log_server_state"].values("state")
 PROBE_REASONS = vllm_obs_contract.probe()["vllm_probe_failures"].values("reason")

@@ -157,7 +157,9 @@ class Filters:
             # Each is read within the ones picked before it (a cluster's namespaces).
             within = "".join(f"{m}, " for m in self._partitions[:i])
             out.append(
-                Variable(var, var.title(), f"label_values({name}{{{within}{self.cfg.vllm_selector}}}, {label})")
+                Variable(
+                    var, var.title(), f"label_values({name}{{{within}{self.cfg.vllm_selector}}}, {label})"
+                )
             )
         c = self._cluster
         out += [

@@ -37,7 +37,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Requests are waiting or running but no token has been generated for the whole window: "
                     "the engine loop is hung or dead while the HTTP server still answers. On vLLM 0.8 `/health` "
                     "keeps returning 200 in this state, and such servers have stayed in load balancers for hours. "
-                    "An engine put to sleep (sleep mode: `vllm:engine_sleep_state{sleep_state=\"awake\"}` is 0) "
+                    'An engine put to sleep (sleep mode: `vllm:engine_sleep_state{sleep_state="awake"}` is 0) '
                     "makes no progress by design and is left out."
                 ),
                 confirm=[
@@ -295,7 +295,9 @@ def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
     idle.add(series_text(tokens.name, io.labels(signal=tokens)), f"500+0x{span}")
     idle.checks = [Check(span - 1, rule.name, [])]
     if io.sleep_state(stuck_cases[0], span, awake=1):
-        asleep = Case("VllmEngineStalled stays silent while the engine sleeps (sleep mode): it makes no progress by design")
+        asleep = Case(
+            "VllmEngineStalled stays silent while the engine sleeps (sleep mode): it makes no progress by design"
+        )
         io.gauge(asleep, waiting, 3, span)
         io.gauge(asleep, running, 2, span)
         io.tokens(asleep, span)

@@ -301,7 +301,10 @@ def _unhealthy_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case
     sick = Case("VllmModelCapacityLow pages at once when the only replica's engine reports unhealthy")
     replicas(sick, (REPLICA,), {})
     sick.add(series_text(sig.name, labels), f"1 1 0+0x{span - 2}")
-    sick.checks = [Check(1, rule.name, []), Check(2, rule.name, [Expect(rule, result(REPLICA, "unhealthy"), 0)])]
+    sick.checks = [
+        Check(1, rule.name, []),
+        Check(2, rule.name, [Expect(rule, result(REPLICA, "unhealthy"), 0)]),
+    ]
     well = Case("VllmModelCapacityLow stays silent while the replica's engine reports healthy")
     replicas(well, (REPLICA,), {})
     well.add(series_text(sig.name, labels), f"1+0x{span}")
@@ -374,7 +377,9 @@ def _hung_cases(rule, io: Inputs, replicas, result) -> list[Case]:
     ]
     extra = []
     if io.sleep_state(hung, span, awake=1):
-        asleep = Case("VllmModelCapacityLow stays silent while the only replica sleeps (sleep mode): not hung")
+        asleep = Case(
+            "VllmModelCapacityLow stays silent while the only replica sleeps (sleep mode): not hung"
+        )
         replicas(asleep, (REPLICA,), {})
         io.probe(asleep, span, failing="timeout", failing_from=began)
         io.probe_health(asleep, span, 1)

@@ -244,7 +244,9 @@ def recording_groups(v: Vocabulary) -> list[Group]:
 
 
 def _gpu_where(sc: Scope) -> str:
-    return f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.modelName }}}}, {{{{ $labels.UUID }}}}) of {sc.target_ref}"
+    return (
+        f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.modelName }}}}, {{{{ $labels.UUID }}}}) of {sc.target_ref}"
+    )
 
 
 def _application_codes() -> str:

@@ -55,7 +55,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "probe out too (its request waits in the queue like any other) but keeps generating "
                     "tokens: the alert stays silent while any token came out in the last "
                     "`alerts.hung_progress_window`, and the queue and latency alerts say why it is slow. An "
-                    "engine put to sleep (sleep mode, `vllm:engine_sleep_state{sleep_state=\"awake\"}` 0) "
+                    'engine put to sleep (sleep mode, `vllm:engine_sleep_state{sleep_state="awake"}` 0) '
                     "fails the canary by design: it is not hung, and neither this alert nor the capacity page "
                     "counts it."
                 ),
