@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate
 import pytest
 import yaml
 from vllm_obs import layout
@@ -27,6 +26,7 @@ from vllm_obs.errors import BundleError
 from tests.support.monitoring import binary
 
 from .stackfiles import KUBERNETES, REPO, SCHEMAS
+from .test_schemas import k8s_errors
 
 # The releases tests/deploy/test_schemas.py validates every built-in object for.
 KUBERNETES_VERSIONS = ("1.35", "1.36", "1.37")
@@ -80,15 +80,6 @@ def keda_errors(doc: dict[str, Any]) -> list[str]:
     schema = json.loads(KEDA_SCHEMA.read_text())
     validator = jsonschema.Draft7Validator(schema)
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
-
-
-def k8s_errors(doc: dict[str, Any], version: str) -> list[str]:
-    try:
-        validated = kubernetes_validate.validate(doc, version, strict=True)
-    except kubernetes_validate.ValidationError as exc:
-        return [f"{'.'.join(map(str, exc.path))}: {exc.message}"]
-    assert validated == version  # the schema of that very release, not an older one
-    return []
 
 
 def validate(doc: dict[str, Any]) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -203,3 +204,16 @@ def _rule_files(bundle: Path, test: dict) -> dict[str, Path]:
             raise ValueError(f"{entry}: a generated test loads rule files from the bundle's alerts/ only")
         out[path.name] = path
     return out
+
+
+def failures_without_label(bundle: Path, label: str, workdir: Path) -> list[str]:
+    """The generated tests' failures on a copy of the bundle whose aggregations drop `label`
+    (`by (label, ...` becomes `by (...`): empty means the cases cannot tell it is kept."""
+    copy = workdir / "bundle"
+    shutil.copytree(bundle / "tests", copy / "tests")
+    (copy / "alerts").mkdir()
+    for path in (bundle / "alerts").glob("*.rules.yml"):
+        text = path.read_text()
+        assert f"by ({label}, " in text, path.name
+        (copy / "alerts" / path.name).write_text(text.replace(f"by ({label}, ", "by ("))
+    return promtool_each_file_on_its_slice(copy, first_failure=True)
