@@ -1,0 +1,231 @@
+"""One simulated vLLM replica: continuous batching, step by step, as the V1 scheduler runs it.
+
+The alert-quality benchmark needs replicas whose metrics answer to load the way vLLM's do: a
+queue that builds when arrivals outrun the engine, time to first token that grows with it, KV
+blocks that run out and preempt requests. This is that model, at the level of engine steps.
+
+Each step the scheduler spends a token budget (`max_num_batched_tokens`): first on the running
+requests in admission order (a decode takes one token, a prefill the rest of its prompt, in
+chunks), then admits waiting requests first come first served while a sequence slot
+(`max_num_seqs`), budget and KV blocks remain. A running request that needs a block when none
+is free preempts the most recently admitted one (recompute: its blocks are freed, it goes back
+to the head of the queue and recomputes its prompt and the tokens it had generated). A step
+takes `step_base + per_prefill_token * prefill tokens + per_decode_seq * decoding sequences +
+per_context_token * tokens in the batch's context`; the coefficients are fitted to the real
+vLLM CPU server by the benchmark's calibration.
+
+What it reports are the raw observations (seconds and token counts) of the families vLLM
+exposes; turning them into buckets is the exposition's job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    step_base: float  # seconds per step whatever it holds (scheduling, sampling, launch)
+    per_prefill_token: float  # seconds per prompt token computed in the step
+    per_decode_seq: float  # seconds per sequence decoding one token in the step
+    per_context_token: float  # seconds per token already in the batch's KV cache (attention)
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    kv_blocks: int
+    block_size: int
+    max_model_len: int
+
+    def __post_init__(self) -> None:
+        if self.kv_blocks * self.block_size < self.max_model_len:
+            # vLLM refuses to start so: one request of the longest length would never fit.
+            raise ValueError("the KV cache holds fewer tokens than max_model_len")
+
+    def blocks_for(self, tokens: int) -> int:
+        return math.ceil(tokens / self.block_size)
+
+
+@dataclass
+class Request:
+    arrival: float
+    prompt: int
+    output: int
+    cached: int = 0  # tokens whose KV is in the cache
+    generated: int = 0
+    blocks: int = 0
+    scheduled_at: float | None = None  # first admitted
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    finished_at: float | None = None
+    preemptions: int = 0
+
+    @property
+    def decoding(self) -> bool:
+        """Every known token but the last sampled one is in the cache: one token per step."""
+        return self.generated > 0 and self.cached == self.prompt + self.generated - 1
+
+    @property
+    def to_prefill(self) -> int:
+        """Tokens to compute before the next one is sampled: the prompt, or after a preemption
+        the prompt and every token generated so far (recompute); 0 while decoding."""
+        return 0 if self.decoding else self.prompt + self.generated - self.cached
+
+
+@dataclass
+class Observations:
+    """What vLLM's histograms and counters would have recorded, as raw values."""
+
+    time_to_first_token: list[float] = field(default_factory=list)
+    inter_token_latency: list[float] = field(default_factory=list)
+    e2e_request_latency: list[float] = field(default_factory=list)
+    request_queue_time: list[float] = field(default_factory=list)
+    request_prefill_time: list[float] = field(default_factory=list)
+    request_decode_time: list[float] = field(default_factory=list)
+    iteration_tokens: list[int] = field(default_factory=list)
+    request_prompt_tokens: list[int] = field(default_factory=list)
+    request_generation_tokens: list[int] = field(default_factory=list)
+    request_preemptions: list[int] = field(default_factory=list)
+    prompt_tokens: int = 0  # counters
+    generation_tokens: int = 0
+    preemptions: int = 0
+    finished: int = 0
+    rejected: int = 0  # longer than max_model_len: vLLM answers 400
+
+
+class Replica:
+    def __init__(self, params: EngineParams) -> None:
+        self.p = params
+        self.now = 0.0
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.free_blocks = params.kv_blocks
+        self.seen = Observations()
+        self.done: list[Request] = []
+
+    # -- what a scrape reads -----------------------------------------------------------
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def kv_cache_usage(self) -> float:
+        return 1 - self.free_blocks / self.p.kv_blocks
+
+    # -- driving it ----------------------------------------------------------------------
+
+    def submit(self, request: Request) -> bool:
+        """Queue a request that arrived at request.arrival (not before the replica's clock)."""
+        if request.prompt + request.output > self.p.max_model_len:
+            self.seen.rejected += 1
+            return False
+        self.waiting.append(request)
+        return True
+
+    def run_until(self, t: float) -> None:
+        """Run steps while there is work and a step starts before t; idle up to t otherwise."""
+        while self.now < t and (self.running or self.waiting):
+            if not self.step():
+                break  # nothing schedulable: a head-of-line request waits for blocks
+        self.now = max(self.now, t)
+
+    def step(self) -> bool:
+        """One engine step; False when nothing could be scheduled."""
+        budget = self.p.max_num_batched_tokens
+        batch: list[tuple[Request, int]] = []  # (request, tokens computed for it this step)
+        for request in list(self.running):
+            if request not in self.running:
+                continue  # preempted by an earlier request of this step
+            tokens = min(request.to_prefill, budget) if request.to_prefill else 1
+            if budget <= 0 or not self._reserve(request, tokens):
+                continue
+            budget -= tokens
+            batch.append((request, tokens))
+        while self.waiting and len(self.running) < self.p.max_num_seqs and budget > 0:
+            head = self.waiting[0]
+            tokens = min(head.to_prefill, budget)
+            if self.p.blocks_for(head.cached + tokens) - head.blocks > self.free_blocks:
+                break  # first come, first served: nothing overtakes the head
+            self.waiting.popleft()
+            self._reserve(head, tokens)
+            if head.scheduled_at is None:
+                head.scheduled_at = self.now
+            self.running.append(head)
+            budget -= tokens
+            batch.append((head, tokens))
+        if not batch:
+            return False
+        self._advance(batch)
+        return True
+
+    # -- inside a step -------------------------------------------------------------------
+
+    def _reserve(self, request: Request, tokens: int) -> bool:
+        """Blocks for `tokens` more of the request's KV, preempting the latest admitted running
+        requests while none are free; False if the request itself had to be preempted."""
+        need = self.p.blocks_for(request.cached + tokens) - request.blocks
+        while need > self.free_blocks:
+            victim = self.running[-1]
+            self._preempt(victim)
+            if victim is request:
+                return False
+        self.free_blocks -= need
+        request.blocks += need
+        return True
+
+    def _preempt(self, request: Request) -> None:
+        self.running.remove(request)
+        self.free_blocks += request.blocks
+        request.blocks = 0
+        request.cached = 0
+        request.preemptions += 1
+        self.seen.preemptions += 1
+        self.waiting.appendleft(request)
+
+    def _advance(self, batch: list[tuple[Request, int]]) -> None:
+        p = self.p
+        prefill = sum(tokens for r, tokens in batch if r.to_prefill)
+        decoding = sum(1 for r, _ in batch if not r.to_prefill)
+        context = sum(r.cached for r, _ in batch)
+        took = p.step_base + p.per_prefill_token * prefill + p.per_decode_seq * decoding
+        took += p.per_context_token * context
+        end = self.now + took
+        self.seen.iteration_tokens.append(prefill + decoding)
+        self.seen.prompt_tokens += prefill
+        for request, tokens in batch:
+            request.cached += tokens
+            if request.to_prefill:
+                continue  # a chunk of a longer prompt: no token sampled yet
+            request.generated += 1
+            self.seen.generation_tokens += 1
+            if request.last_token_at is None:
+                request.first_token_at = end
+                self.seen.time_to_first_token.append(end - request.arrival)
+            else:  # since the previous token: a step, or longer if it waited or was preempted
+                self.seen.inter_token_latency.append(end - request.last_token_at)
+            request.last_token_at = end
+            if request.generated >= request.output:
+                self._finish(request, end)
+        self.now = end
+
+    def _finish(self, request: Request, at: float) -> None:
+        self.running.remove(request)
+        self.free_blocks += request.blocks
+        request.blocks = 0
+        request.finished_at = at
+        s, first = self.seen, request.first_token_at
+        assert first is not None and request.scheduled_at is not None
+        s.finished += 1
+        s.e2e_request_latency.append(at - request.arrival)
+        s.request_queue_time.append(request.scheduled_at - request.arrival)
+        s.request_prefill_time.append(first - request.scheduled_at)
+        s.request_decode_time.append(at - first)
+        s.request_prompt_tokens.append(request.prompt)
+        s.request_generation_tokens.append(request.generated)
+        s.request_preemptions.append(request.preemptions)
+        self.done.append(request)

@@ -1,0 +1,80 @@
+"""The public Azure LLM inference traces (one hour each of a conversation and a code service):
+arrival times with prompt and output lengths, the traffic the benchmark replays.
+
+They are not part of the project: they live in ../shared/traces/ beside a checkout (or under
+VLLM_OBS_SHARED, as for the tests). The source is Azure/AzurePublicDataset on GitHub, folder `data/`,
+files AzureLLMInferenceTrace_{conv,code}.csv (CC-BY 4.0); the README says how to fetch them.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+TRACES = ("conv", "code")
+FILE = "AzureLLMInferenceTrace_{name}.csv"
+REPO = Path(__file__).resolve().parents[2]
+
+
+class TraceMissing(Exception):
+    """The trace files are not on this machine (a user's clone): say so in one line and skip."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    arrival: np.ndarray  # seconds after the first request, ascending
+    prompt: np.ndarray  # prompt tokens ("ContextTokens")
+    output: np.ndarray  # generated tokens ("GeneratedTokens")
+
+    @property
+    def span(self) -> float:
+        return float(self.arrival[-1])
+
+    @property
+    def mean_rate(self) -> float:
+        return len(self.arrival) / self.span
+
+    def per_minute(self) -> np.ndarray:
+        """Requests per second in each whole minute of the trace."""
+        minutes = int(self.span // 60)
+        counts = np.bincount((self.arrival // 60).astype(int), minlength=minutes + 1)[:minutes]
+        return counts / 60.0
+
+    def scaled_lengths(self, divide: float, max_model_len: int) -> Trace:
+        """Lengths divided (a small model's context), each request capped to fit max_model_len
+        with at least one prompt and one output token, arrivals unchanged."""
+        prompt = np.maximum(1, np.round(self.prompt / divide)).astype(int)
+        output = np.maximum(1, np.round(self.output / divide)).astype(int)
+        output = np.minimum(output, max_model_len - 1)
+        prompt = np.minimum(prompt, max_model_len - output)
+        return Trace(self.name, self.arrival, prompt, output)
+
+
+def trace_dir() -> Path:
+    return Path(os.environ.get("VLLM_OBS_SHARED", REPO.parent / "shared")) / "traces"
+
+
+def load(name: str) -> Trace:
+    if name not in TRACES:
+        raise ValueError(f"no trace {name!r}; the traces are {', '.join(TRACES)}")
+    path = trace_dir() / FILE.format(name=name)
+    if not path.is_file():
+        raise TraceMissing(
+            f"{path} is absent (no ../shared beside this clone): fetch the Azure LLM inference traces "
+            "as benchmarks/alert_quality/README.md says, or point VLLM_OBS_SHARED at their parent folder"
+        )
+    stamps, prompt, output = [], [], []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            # 7 fractional digits (100 ns); datetime reads 6.
+            stamps.append(datetime.fromisoformat(row["TIMESTAMP"][:26]).timestamp())
+            prompt.append(int(row["ContextTokens"]))
+            output.append(int(row["GeneratedTokens"]))
+    arrival = np.asarray(stamps) - stamps[0]
+    return Trace(name, arrival, np.asarray(prompt), np.asarray(output))
