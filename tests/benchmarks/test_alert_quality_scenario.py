@@ -1,0 +1,100 @@
+"""Scenario files of the alert-quality benchmark: the committed ones parse and cover every kind
+of incident; a mistake in a file is one sentence naming it, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from vllm_obs.errors import BundleError
+
+from benchmarks.alert_quality.scenario import EXPECT, KINDS, load_scenario, parse_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "benchmarks" / "alert_quality" / "scenarios"
+
+
+def test_the_full_schedule_has_every_kind_and_every_expectation():
+    day = load_scenario(SCENARIOS / "day.yaml")
+    assert {i.kind for i in day.incidents} == set(KINDS)
+    assert {i.expect for i in day.incidents} == set(EXPECT)
+    assert sum(m.replicas for m in day.fleet) == 100 and day.duration == 8 * 3600
+    spike = next(i for i in day.incidents if i.id == "spike-beyond")
+    assert (spike.at, spike.end, spike.params, spike.target.model) == (7200, 8700, {"factor": 3.0}, "chat")
+    assert day.source.endswith("day.yaml")
+
+
+def test_the_smoke_schedule_parses():
+    smoke = load_scenario(SCENARIOS / "smoke.yaml")
+    assert [i.expect for i in smoke.incidents] == ["page", "none"]
+
+
+GOOD = {
+    "name": "t",
+    "duration": "1h",
+    "fleet": [{"model": "m", "namespace": "ns", "replicas": 4, "trace": "conv", "per_replica_rate": 1}],
+    "incidents": [
+        {
+            "id": "a",
+            "kind": "slow_replica",
+            "at": "10m",
+            "duration": "5m",
+            "factor": 3,
+            "target": {"model": "m", "replicas": 1},
+            "expect": "ticket",
+        },
+    ],
+}
+
+
+def mutated(path: str, value) -> dict:
+    data = yaml.safe_load(yaml.safe_dump(GOOD))
+    *parents, last = path.split(".")
+    node = data
+    for key in parents:
+        node = node[int(key)] if key.isdigit() else node[key]
+    if value is KeyError:
+        del node[last]
+    else:
+        node[last] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("incidents.0.kind", "meteor", "has the kind 'meteor'; use one of engine_death"),
+        ("incidents.0.factor", KeyError, "lacks factor; add it"),
+        ("incidents.0.colour", "red", "unknown key(s) colour"),
+        ("incidents.0.expect", "maybe", "expects 'maybe'; write page, ticket or none"),
+        ("incidents.0.at", "soon", "'soon' is not a duration"),
+        ("incidents.0.at", "58m", "ends after the scenario does"),
+        ("incidents.0.factor", "fast", "factor must be a float"),
+        ("incidents.0.target.model", "other", "targets the model 'other', which is not in the fleet"),
+        ("incidents.0.target.replicas", 9, "targets 9 replicas of m, which has 4"),
+        ("fleet.0.trace", "chat", "replays the trace 'chat'; use one of conv, code"),
+        ("fleet.0.replicas", 0, "needs replicas: a whole number of at least 1"),
+        ("fleet", [], "has no fleet"),
+        ("duration", KeyError, "lacks duration"),
+    ],
+)
+def test_a_mistake_is_one_sentence_naming_it(path, value, message):
+    with pytest.raises(BundleError) as error:
+        parse_scenario(mutated(path, value), "t.yaml")
+    assert message in str(error.value)
+    assert str(error.value).count(". ") == 0 and str(error.value).endswith(".")
+
+
+def test_overlapping_incidents_on_one_model_are_refused():
+    data = mutated("incidents", [GOOD["incidents"][0], {**GOOD["incidents"][0], "id": "b", "at": "12m"}])
+    with pytest.raises(BundleError, match="incidents a and b overlap on m"):
+        parse_scenario(data, "t.yaml")
+
+
+def test_an_unreadable_file_is_a_clear_error(tmp_path):
+    with pytest.raises(BundleError, match="cannot read the scenario file"):
+        load_scenario(tmp_path / "none.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: [unclosed\n")
+    with pytest.raises(BundleError, match="is not valid YAML"):
+        load_scenario(broken)
