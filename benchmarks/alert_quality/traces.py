@@ -9,6 +9,7 @@ files AzureLLMInferenceTrace_{conv,code}.csv (CC-BY 4.0); the README says how to
 from __future__ import annotations
 
 import csv
+import math
 import os
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,3 +79,34 @@ def load(name: str) -> Trace:
             output.append(int(row["GeneratedTokens"]))
     arrival = np.asarray(stamps) - stamps[0]
     return Trace(name, arrival, np.asarray(prompt), np.asarray(output))
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    time: np.ndarray  # seconds from the start, ascending
+    prompt: np.ndarray
+    output: np.ndarray
+
+
+def arrivals(trace: Trace, rate: float, duration: float, seed: int) -> Arrivals:
+    """`duration` seconds of requests at `rate` per second on average, made of the trace.
+
+    Enough copies of the hour are laid over each other, each shifted by its own random offset
+    (wrapping around the hour) and repeated to cover the duration, then thinned at random to
+    the rate: each copy keeps the trace's bursts and lulls, and several copies blend as a
+    larger user base would. Each request keeps its own prompt and output length.
+    """
+    rng = np.random.default_rng(seed)
+    copies = max(1, math.ceil(rate / trace.mean_rate))
+    laps = math.ceil(duration / trace.span) + 1
+    times, index = [], []
+    for _ in range(copies):
+        shifted = (trace.arrival + rng.uniform(0, trace.span)) % trace.span
+        for lap in range(laps):
+            times.append(shifted + lap * trace.span)
+            index.append(np.arange(len(trace.arrival)))
+    t, i = np.concatenate(times), np.concatenate(index)
+    keep = (t < duration) & (rng.random(len(t)) < rate / (copies * trace.mean_rate))
+    t, i = t[keep], i[keep]
+    order = np.argsort(t, kind="stable")
+    return Arrivals(t[order], trace.prompt[i[order]], trace.output[i[order]])

@@ -48,3 +48,25 @@ def test_an_unknown_or_absent_trace_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_OBS_SHARED", str(tmp_path))
     with pytest.raises(traces.TraceMissing, match="is absent"):
         traces.load("conv")
+
+
+@pytest.mark.parametrize("rate", [0.7, 40.0])
+def test_arrivals_at_any_rate_keep_the_traces_lengths_and_cover_the_duration(trace, rate):
+    """Below the trace's rate it is thinned, above it copies are laid over each other; the mean
+    rate is the one asked for and the lengths are the trace's."""
+    made = traces.arrivals(trace, rate=rate, duration=2 * 3600, seed=1)
+    assert np.all(np.diff(made.time) >= 0) and made.time[0] >= 0 and made.time[-1] < 2 * 3600
+    assert len(made.time) / (2 * 3600) == pytest.approx(rate, rel=0.1)
+    assert np.median(made.prompt) == pytest.approx(np.median(trace.prompt), rel=0.1)
+    assert np.median(made.output) == pytest.approx(np.median(trace.output), rel=0.25)
+    again = traces.arrivals(trace, rate=rate, duration=2 * 3600, seed=1)
+    assert np.array_equal(made.time, again.time)  # the seed decides
+
+
+def test_the_code_traces_lulls_survive_thinning():
+    """Code's idle minutes are part of its character (a model with no traffic must not alert)."""
+    shared_file(f"traces/{traces.FILE.format(name='code')}")
+    trace = traces.load("code")
+    made = traces.arrivals(trace, rate=trace.mean_rate / 2, duration=3000, seed=2)
+    per_minute = np.bincount((made.time // 60).astype(int), minlength=50)[:50]
+    assert (per_minute == 0).sum() >= 3
