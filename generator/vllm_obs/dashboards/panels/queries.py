@@ -41,7 +41,7 @@ class Filters:
         # With multi-cluster (pod labels) on, every query is narrowed to the clusters (namespaces)
         # picked first.
         self._partitions = [f'{label}=~"${var}"' for label, var in self.scope.partitions]
-        self._cluster = "".join(f"{m}, " for m in self._partitions)
+        self._within = "".join(f"{m}, " for m in self._partitions)  # a selector's first matchers
 
     @property
     def replica_label(self) -> str:
@@ -59,22 +59,22 @@ class Filters:
     @property
     def model(self) -> str:
         """For job_model recording rules."""
-        return f'{{{self._cluster}job=~"$job", model_name=~"$model_name"}}'
+        return f'{{{self._within}job=~"$job", model_name=~"$model_name"}}'
 
     @property
     def replica(self) -> str:
         """For job_instance_model recording rules."""
-        return f'{{{self._cluster}job=~"$job", {self.replica_label}=~"$instance", model_name=~"$model_name"}}'
+        return f'{{{self._within}job=~"$job", {self.replica_label}=~"$instance", model_name=~"$model_name"}}'
 
     @property
     def target(self) -> str:
         """For per-target series without model_name (up, HTTP counters)."""
-        return f'{{{self._cluster}job=~"$job", {self.replica_label}=~"$instance"{self._extra}}}'
+        return f'{{{self._within}job=~"$job", {self.replica_label}=~"$instance"{self._extra}}}'
 
     @property
     def recorded_target(self) -> str:
         """For job_instance recording rules (no model_name, no extra selector: already applied)."""
-        return f'{{{self._cluster}job=~"$job", {self.replica_label}=~"$instance"}}'
+        return f'{{{self._within}job=~"$job", {self.replica_label}=~"$instance"}}'
 
     def raw(self, item: Signal | Family, *extra: str) -> str:
         """Matchers for a vLLM series: model and engine filters only where the series has the label."""
@@ -118,11 +118,11 @@ class Filters:
     @property
     def probe(self) -> str:
         """The canary probe's series about the selected servers (relabelled to their instance)."""
-        return f'{{{self._cluster}{self.cfg.probe_selector}, instance=~"$instance"}}'
+        return f'{{{self._within}{self.cfg.probe_selector}, instance=~"$instance"}}'
 
     @property
     def exporter(self) -> str:
-        return f'{{{self._cluster}{self.cfg.exporter_selector}, {self.replica_label}=~"$instance"}}'
+        return f'{{{self._within}{self.cfg.exporter_selector}, {self.replica_label}=~"$instance"}}'
 
     def job(self, job: str, *extra: str) -> str:
         """Matchers of another job's series (Prometheus' or Alertmanager's own), in the clusters
@@ -141,7 +141,7 @@ class Filters:
     @property
     def gpu(self) -> str:
         """The GPU recording rules: keyed by the vLLM instance using the GPU (and the cluster)."""
-        return f'{{{self._cluster}instance=~"$instance"}}'
+        return f'{{{self._within}instance=~"$instance"}}'
 
     def variables(self) -> tuple[Variable, ...]:
         """(cluster, namespace,) job, instance, model_name (and engine), read from a series every release has,
@@ -161,7 +161,7 @@ class Filters:
                     var, var.title(), f"label_values({name}{{{within}{self.cfg.vllm_selector}}}, {label})"
                 )
             )
-        c = self._cluster
+        c = self._within
         out += [
             # "All" means the configured vLLM job, not every job Prometheus scrapes.
             Variable(
