@@ -1,0 +1,195 @@
+"""Fit the replica model's step time to the real vLLM CPU server, and check the fit.
+
+    .venv/bin/python -m benchmarks.alert_quality.calibrate --out benchmarks/alert_quality/calibration.yaml
+
+It starts the real vLLM 0.32.0 CPU build with the tiny test model (as the tests do, its engine
+pinned to one CPU), with the scheduler limits the model takes as parameters, and measures
+through vLLM's own histograms (the `/metrics` deltas of a run):
+
+- prefill: one request at a time, prompts of 16 to 512 tokens, one output token: each time to
+  first token is one step of that many prefill tokens (and nothing queued);
+- decode: 1, 2, 4 and 8 requests at once, short and long prompts, 64 output tokens: each
+  inter-token latency is one step of that many decoding sequences over their contexts.
+
+A least-squares fit of `step_base + per_prefill_token * P + per_decode_seq * D +
+per_context_token * C` over those runs gives the coefficients; the file keeps every run with
+its measured and fitted step time, R², the server's settings and the machine. The replica model
+then runs at this server's speed: its dynamics (batching, queueing, preemption) are what the
+benchmark relies on, not the CPU's absolute timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from tests.support.vllm_server import MODEL_NAME, VLLM_VERSION, VllmServer, http_get, http_post_json
+
+MAX_NUM_SEQS = 8
+MAX_NUM_BATCHED_TOKENS = 512
+MAX_MODEL_LEN = 1024
+SERVER_ARGS = [
+    "--max-num-seqs",
+    str(MAX_NUM_SEQS),
+    "--max-num-batched-tokens",
+    str(MAX_NUM_BATCHED_TOKENS),
+    # Random prompts would rarely share a prefix, but a repeated run must not hit the cache.
+    "--no-enable-prefix-caching",
+]
+PREFILL_PROMPTS = (16, 64, 128, 256, 384, 512)
+DECODE_RUNS = [(d, p) for d in (1, 2, 4, 8) for p in (16, 384)]
+DECODE_OUTPUT = 64
+VOCAB = (10, 470)  # token ids the tiny model has (vocab_size 478), clear of the special ones
+_SERIES = re.compile(r"^(vllm:[a-z_]+_seconds_(?:sum|count))\{[^}]*\} (\S+)$", re.M)
+
+
+def histogram_totals(url: str) -> dict[str, float]:
+    status, text = http_get(url, timeout=10)
+    if status != 200:
+        raise RuntimeError(f"{url} answered {status}")
+    return {name: float(value) for name, value in _SERIES.findall(text)}
+
+
+def mean_between(before: dict, after: dict, family: str) -> tuple[float, int]:
+    count = after[f"{family}_count"] - before[f"{family}_count"]
+    total = after[f"{family}_sum"] - before[f"{family}_sum"]
+    return (total / count if count else float("nan")), int(count)
+
+
+def complete(server: VllmServer, prompt: int, output: int, rng: random.Random) -> None:
+    body = {
+        "model": MODEL_NAME,
+        "prompt": [rng.randint(*VOCAB) for _ in range(prompt)],
+        "max_tokens": output,
+        "min_tokens": output,
+        "ignore_eos": True,
+        "temperature": 0,
+    }
+    status, text = http_post_json(f"{server.url}/v1/completions", body, timeout=300)
+    if status != 200:
+        raise RuntimeError(f"vLLM answered {status}: {text[:300]}")
+
+
+def prefill_run(server: VllmServer, prompt: int, repeats: int, rng: random.Random) -> dict:
+    before = histogram_totals(server.metrics_url)
+    for _ in range(repeats):
+        complete(server, prompt, 1, rng)
+    after = histogram_totals(server.metrics_url)
+    ttft, n = mean_between(before, after, "vllm:time_to_first_token_seconds")
+    return {
+        "kind": "prefill",
+        "prompt": prompt,
+        "prefill_tokens": prompt,
+        "decoding": 0,
+        "context": 0,
+        "step_seconds": ttft,
+        "observations": n,
+    }
+
+
+def decode_run(server: VllmServer, concurrent: int, prompt: int, rng: random.Random) -> dict:
+    before = histogram_totals(server.metrics_url)
+    seeds = [rng.random() for _ in range(concurrent)]
+    threads = [
+        threading.Thread(target=complete, args=(server, prompt, DECODE_OUTPUT, random.Random(s)))
+        for s in seeds
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = histogram_totals(server.metrics_url)
+    itl, n = mean_between(before, after, "vllm:inter_token_latency_seconds")
+    # Each sequence's context grows from its prompt to prompt + output over the run.
+    context = concurrent * (prompt + DECODE_OUTPUT / 2)
+    return {
+        "kind": "decode",
+        "prompt": prompt,
+        "prefill_tokens": 0,
+        "decoding": concurrent,
+        "context": context,
+        "step_seconds": itl,
+        "observations": n,
+    }
+
+
+def fit(runs: list[dict]) -> tuple[dict[str, float], float]:
+    x = np.array([[1.0, r["prefill_tokens"], r["decoding"], r["context"]] for r in runs])
+    y = np.array([r["step_seconds"] for r in runs])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    predicted = x @ coef
+    r2 = 1 - float(np.sum((y - predicted) ** 2) / np.sum((y - y.mean()) ** 2))
+    for run, p in zip(runs, predicted, strict=True):
+        run["fitted_seconds"] = float(p)
+    names = ("step_base", "per_prefill_token", "per_decode_seq", "per_context_token")
+    return {n: float(c) for n, c in zip(names, coef, strict=True)}, r2
+
+
+def kv_cache(server: VllmServer) -> dict[str, int]:
+    """The cache the server allocated, from its cache_config_info."""
+    _, text = http_get(server.metrics_url, timeout=10)
+    line = next(ln for ln in text.splitlines() if ln.startswith("vllm:cache_config_info{"))
+    labels = dict(re.findall(r'([a-zA-Z_]+)="([^"]*)"', line))
+    block = int(labels["block_size"])
+    return {"block_size": block, "kv_blocks": int(labels["kv_cache_size_tokens"]) // block}
+
+
+def calibrate(repeats: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as work:
+        with VllmServer(Path(work) / "vllm.log", extra_args=SERVER_ARGS) as server:
+            complete(server, 64, 8, rng)  # warm-up: the first requests compile and allocate
+            complete(server, 512, 8, rng)
+            runs = [prefill_run(server, p, repeats, rng) for p in PREFILL_PROMPTS]
+            for _ in range(repeats // 2 or 1):
+                runs += [decode_run(server, d, p, rng) for d, p in DECODE_RUNS]
+            cache = kv_cache(server)
+    theta, r2 = fit(runs)
+    return {
+        "engine": {
+            **theta,
+            "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
+            "max_num_seqs": MAX_NUM_SEQS,
+            **cache,
+            "max_model_len": MAX_MODEL_LEN,
+        },
+        "r_squared": round(r2, 4),
+        "runs": runs,
+        "server": f"vLLM {VLLM_VERSION} CPU build, the tiny test model, engine pinned to one CPU, "
+        + " ".join(SERVER_ARGS),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "measured": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "seed": seed,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--repeats", type=int, default=6, help="requests per prefill run")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    result = calibrate(args.repeats, args.seed)
+    result["took_seconds"] = round(time.monotonic() - started)
+    header = "# Written by `python -m benchmarks.alert_quality.calibrate`; do not edit.\n"
+    args.out.write_text(header + yaml.safe_dump(result, sort_keys=False, width=100))
+    print(json.dumps({k: result[k] for k in ("engine", "r_squared")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
