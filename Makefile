@@ -8,10 +8,14 @@ BIN := $(VENV)/bin
 VLLM_OBS_CACHE ?= $(HOME)/.cache/vllm-obs
 VLLM_VERSION := 0.32.0
 VLLM_VENV := $(VLLM_OBS_CACHE)/vllm-$(VLLM_VERSION)
+# locust (the alert-quality benchmark's load tool) in a virtualenv of its own: it brings gevent
+# and a pytest plugin that must not reach the test suite.
+LOCUST_VERSION := 2.47.0
+LOCUST_VENV := $(VLLM_OBS_CACHE)/locust-$(LOCUST_VERSION)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export VLLM_OBS_CACHE
 
-.PHONY: generate secrets test drill mutation venv system-deps vllm-venv check-bundle clean
+.PHONY: generate secrets test drill mutation venv system-deps vllm-venv locust-venv calibrate check-bundle clean
 
 ## Generate the default bundle (embedded catalog of the newest vLLM release) into this checkout.
 generate: venv secrets
@@ -72,6 +76,20 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -c "import vllm, torch; print('vLLM', vllm.__version__, 'torch', torch.__version__)"
 	touch $@
+
+## locust for the alert-quality benchmark's calibration, outside the clone like the vLLM one.
+locust-venv: $(LOCUST_VENV)/.installed
+$(LOCUST_VENV)/.installed:
+	rm -rf $(LOCUST_VENV)
+	$(PYTHON) -m venv $(LOCUST_VENV)
+	$(LOCUST_VENV)/bin/pip install --quiet locust==$(LOCUST_VERSION)
+	touch $@
+
+## Fit the alert-quality benchmark's replica model to the real vLLM CPU server and replay a
+## trace slice against both under locust (a few minutes); writes its calibration.yaml.
+calibrate: venv vllm-venv locust-venv
+	$(BIN)/python -m benchmarks.alert_quality.calibrate --locust $(LOCUST_VENV)/bin/python \
+	    --out benchmarks/alert_quality/calibration.yaml
 
 ## Fail if the committed bundle is not what the generator produces.
 check-bundle: venv
