@@ -44,9 +44,11 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.vllm_server import MODEL_NAME, VLLM_VERSION, VllmServer, http_get, http_post_json
 
+from .exposition import cumulative
 from .replica import EngineParams, Replica, Request
 from .traces import TraceMissing, arrivals, load
 
@@ -65,19 +67,31 @@ PREFILL_PROMPTS = (16, 64, 128, 256, 384, 512)
 DECODE_RUNS = [(d, p) for d in (1, 2, 4, 8) for p in (16, 384)]
 DECODE_OUTPUT = 64
 VOCAB = (10, 470)  # token ids the tiny model has (vocab_size 478), clear of the special ones
-_SERIES = re.compile(r"^(vllm:[a-z0-9_]+_seconds_(?:sum|count))\{[^}]*\} (\S+)$", re.M)
 
 
-def histogram_totals(url: str) -> dict[str, float]:
+def histograms(url: str) -> dict[str, dict]:
+    """vLLM's `*_seconds` histograms on one scrape: per family its sum, count and cumulative
+    buckets by bound (label sets of one family added up)."""
     status, text = http_get(url, timeout=10)
     if status != 200:
         raise RuntimeError(f"{url} answered {status}")
-    return {name: float(value) for name, value in _SERIES.findall(text)}
+    out: dict[str, dict] = {}
+    for family in text_string_to_metric_families(text):
+        if family.type != "histogram" or not family.name.endswith("_seconds"):
+            continue
+        h = out.setdefault(family.name, {"sum": 0.0, "count": 0.0, "buckets": {}})
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                le = float(sample.labels["le"])
+                h["buckets"][le] = h["buckets"].get(le, 0.0) + sample.value
+            elif sample.name.endswith(("_sum", "_count")):
+                h[sample.name.rsplit("_", 1)[1]] += sample.value
+    return out
 
 
 def mean_between(before: dict, after: dict, family: str) -> tuple[float, int]:
-    count = after[f"{family}_count"] - before[f"{family}_count"]
-    total = after[f"{family}_sum"] - before[f"{family}_sum"]
+    count = after[family]["count"] - before[family]["count"]
+    total = after[family]["sum"] - before[family]["sum"]
     return (total / count if count else float("nan")), int(count)
 
 
@@ -96,10 +110,10 @@ def complete(server: VllmServer, prompt: int, output: int, rng: random.Random) -
 
 
 def prefill_run(server: VllmServer, prompt: int, repeats: int, rng: random.Random) -> dict:
-    before = histogram_totals(server.metrics_url)
+    before = histograms(server.metrics_url)
     for _ in range(repeats):
         complete(server, prompt, 1, rng)
-    after = histogram_totals(server.metrics_url)
+    after = histograms(server.metrics_url)
     ttft, n = mean_between(before, after, "vllm:time_to_first_token_seconds")
     return {
         "kind": "prefill",
@@ -113,7 +127,7 @@ def prefill_run(server: VllmServer, prompt: int, repeats: int, rng: random.Rando
 
 
 def decode_run(server: VllmServer, concurrent: int, prompt: int, rng: random.Random) -> dict:
-    before = histogram_totals(server.metrics_url)
+    before = histograms(server.metrics_url)
     seeds = [rng.random() for _ in range(concurrent)]
     threads = [
         threading.Thread(target=complete, args=(server, prompt, DECODE_OUTPUT, random.Random(s)))
@@ -123,7 +137,7 @@ def decode_run(server: VllmServer, concurrent: int, prompt: int, rng: random.Ran
         t.start()
     for t in threads:
         t.join()
-    after = histogram_totals(server.metrics_url)
+    after = histograms(server.metrics_url)
     itl, n = mean_between(before, after, "vllm:inter_token_latency_seconds")
     # Each sequence's context grows from its prompt to prompt + output over the run.
     context = concurrent * (prompt + DECODE_OUTPUT / 2)
@@ -175,15 +189,6 @@ LENGTH_DIVISOR = 8  # the traces' prompts and outputs, to fit the tiny model's 1
 LOADS = (0.5, 0.9, 1.2)  # of the model's capacity on that traffic
 LOCUSTFILE = Path(__file__).with_name("locust_replay.py")
 QUANTILES = (0.5, 0.95)
-_BUCKET = re.compile(r'^(vllm:[a-z0-9_]+_seconds)_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$', re.M)
-
-
-def histogram_buckets(url: str) -> dict[str, dict[float, float]]:
-    _, text = http_get(url, timeout=10)
-    out: dict[str, dict[float, float]] = {}
-    for family, le, value in _BUCKET.findall(text):
-        out.setdefault(family, {})[float(le)] = float(value)
-    return out
 
 
 def bucket_quantile(q: float, cumulative: dict[float, float]) -> float:
@@ -204,10 +209,9 @@ def bucket_quantile(q: float, cumulative: dict[float, float]) -> float:
 
 
 def observed_buckets(values: list[float], bounds: list[float]) -> dict[float, float]:
+    """The model's observations in the server's buckets, as its exposition would count them."""
     finite = sorted(b for b in bounds if b != float("inf"))
-    out = {b: float(sum(1 for v in values if v <= b)) for b in finite}
-    out[float("inf")] = float(len(values))
-    return out
+    return dict(zip([*finite, float("inf")], map(float, cumulative(finite, values)), strict=True))
 
 
 def schedule_of(rate: float, seed: int) -> list[tuple[float, int, int]]:
@@ -253,7 +257,7 @@ def replay(
     with tempfile.TemporaryDirectory() as work:
         path = Path(work) / "schedule.json"
         path.write_text(json.dumps(schedule))
-        before = histogram_buckets(server.metrics_url)
+        before = histograms(server.metrics_url)
         env = {**os.environ, "VLLM_OBS_REPLAY_SCHEDULE": str(path), "VLLM_OBS_REPLAY_MODEL": MODEL_NAME}
         command = [locust, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "1", "-r", "1"]
         command += ["-H", server.url, "--csv", f"{work}/replay", "--only-summary"]
@@ -262,7 +266,7 @@ def replay(
             raise RuntimeError(f"locust exited {done.returncode}: {done.stderr[-2000:]}")
         # locust warns when its own process runs out of CPU: its timings are then its own queue.
         warnings = sorted({ln.split("/WARNING/")[-1] for ln in done.stderr.splitlines() if "CPU usage" in ln})
-        after = histogram_buckets(server.metrics_url)
+        after = histograms(server.metrics_url)
         driven = locust_stats(Path(f"{work}/replay_stats.csv"))
     model = simulate(engine, schedule)
     out: dict = {"load": load, "rate": round(rate, 3), "requests": len(schedule), "locust": driven}
@@ -272,7 +276,7 @@ def replay(
         ("vllm:request_queue_time_seconds", "request_queue_time"),
         ("vllm:e2e_request_latency_seconds", "e2e_request_latency"),
     ):
-        real = {le: after[family][le] - before[family].get(le, 0.0) for le in after[family]}
+        real = {le: n - before[family]["buckets"].get(le, 0.0) for le, n in after[family]["buckets"].items()}
         simulated = observed_buckets(getattr(model.seen, attr), list(real))
         key = family.removeprefix("vllm:").removesuffix("_seconds")
         out[key] = {

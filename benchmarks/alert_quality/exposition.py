@@ -8,6 +8,8 @@ a fresh server's values: counters and histograms at zero, the rest as captured.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..fleet.exposition import Histogram, Template, load_template
@@ -98,9 +100,13 @@ class ReplicaMetrics:
     def _observe(self, hist: Histogram, observed: list[float]) -> None:
         if not observed:
             return
-        # le is inclusive: a value equal to a bound lands in that bucket.
-        slots = np.searchsorted(np.asarray(hist.bounds), observed, side="left")
-        counts = np.bincount(slots, minlength=len(hist.bounds) + 1)
-        self.values[hist.buckets] += np.cumsum(counts)
+        self.values[hist.buckets] += cumulative(hist.bounds, observed)
         self.values[hist.count] += len(observed)
         self.values[hist.sum] += float(np.sum(observed))
+
+
+def cumulative(bounds: Sequence[float], observed: Sequence[float]) -> np.ndarray:
+    """Cumulative bucket counts of `observed` for finite `bounds`, +Inf last, as a Prometheus
+    histogram counts them (le is inclusive: a value equal to a bound lands in that bucket)."""
+    slots = np.searchsorted(np.asarray(bounds, dtype=float), np.asarray(observed, dtype=float), side="left")
+    return np.cumsum(np.bincount(slots, minlength=len(bounds) + 1))

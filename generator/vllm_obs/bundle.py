@@ -92,9 +92,7 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
     for dash in parts.dashboards:
         files[layout.dashboard_file(dash.key)] = render_dashboard(dash, cfg, source.summary)
     dashboard_files = {k: t for k, t in files.items() if k.startswith(layout.DASHBOARDS_DIR)}
-    files.update(
-        _kubernetes_files(parts if cfg.prometheus.pod_labels else None, source, catalog, cfg, header)
-    )
+    files.update(_kubernetes_files(parts, source, catalog, header))
     files.update(autoscaling_files(cfg, header))
     # The same rules and dashboards as a jsonnet mixin, its thresholds and names left to _config.
     files.update(
@@ -119,12 +117,13 @@ def build_bundle(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> B
 
 
 def _kubernetes_files(
-    parts: Parts | None, source: MetricSource, catalog: Catalog, cfg: BundleConfig, header: list[str]
+    parts: Parts, source: MetricSource, catalog: Catalog, header: list[str]
 ) -> dict[str, str]:
     """The Prometheus Operator's objects: the same rules, dashboards and routing, composed with
     pod labels on (every alert names its namespace and pod, every fleet-wide rule is per
-    namespace), which the compose output leaves out for its simple labels."""
-    if parts is None:
+    namespace), which the compose output leaves out for its simple labels unless asked."""
+    cfg = parts.v.cfg
+    if not cfg.prometheus.pod_labels:
         cfg = dataclasses.replace(cfg, prometheus=dataclasses.replace(cfg.prometheus, pod_labels=True))
         parts = compose(source, catalog, cfg)
     rules = {
