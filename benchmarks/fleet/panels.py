@@ -1,7 +1,8 @@
 """Every panel query of the bundle's dashboards, as Grafana would send it, and the same
 query computed straight from the raw series.
 
-Grafana's side: the template variables set to All (their allValue), `$__rate_interval`
+Grafana's side: the template variables as a dashboard opens (All, their allValue, or the first
+value where a variable has no All), `$__rate_interval`
 = 4 x the scrape interval, `$__range` = the dashboard's range.
 
 The raw side is derived mechanically: each recording rule a panel reads is replaced by
@@ -103,12 +104,22 @@ def substitute(expr: str, variables: dict[str, str]) -> str:
     return expr
 
 
-def all_values(dashboard: dict) -> dict[str, str]:
-    """Each query variable at All: its allValue (Grafana sends `.*` when none is set)."""
+def all_values(dashboard: dict, first: dict[str, str] | None = None) -> dict[str, str]:
+    """Each query variable as the dashboard opens: at All, its allValue (Grafana sends `.*`
+    when none is set); without an All option, on its first value (`first`, by variable)."""
     out = {}
     for var in dashboard.get("templating", {}).get("list", []):
-        if var.get("type") == "query":
-            out["$" + var["name"]] = var.get("allValue") or ".*"
+        if var.get("type") != "query":
+            continue
+        name = "$" + var["name"]
+        if var.get("includeAll", True):
+            out[name] = var.get("allValue") or ".*"
+        elif first and name in first:
+            out[name] = first[name]
+        else:
+            raise ValueError(
+                f"{dashboard.get('title')}: ${var['name']} has no All; give the value it opens on"
+            )
     return out
 
 
@@ -126,14 +137,16 @@ def panel_queries(
     step: str,
     every: str = "15s",
     history: str | None = None,
+    first: dict[str, str] | None = None,
 ) -> list[PanelQuery]:
     """Every panel's queries; `every` is the rules' evaluation interval, `history` how far back
-    the server holds samples (see `inline`)."""
+    the server holds samples (see `inline`), `first` the values a variable without All opens on
+    (Grafana's first value, e.g. {"$instance": the lowest instance name})."""
     out = []
     for path in sorted(dashboards_dir.glob("*.json")):
         dashboard = json.loads(path.read_text())
         variables = {
-            **all_values(dashboard),
+            **all_values(dashboard, first),
             "$__rate_interval": rate_interval,
             "$__range": range_,
             "$__interval": step,

@@ -105,8 +105,9 @@ def rule_shares(evaluation: dict) -> str:
 def dashboard_table(results: dict) -> str:
     rows = [
         "| dashboard | panel queries | read recording rules | full refresh, recorded | full refresh, raw "
-        "| raw / recorded | of the recorded refresh: panels raw in both | exec-time ratio | repeats quiet |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| raw / recorded | of the recorded refresh: panels raw in both | exec-time ratio | repeats quiet "
+        "| slowest panel query | queries of 1 s or more |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, d in results["dashboards"].items():
         if not d["queries"]:
@@ -116,13 +117,18 @@ def dashboard_table(results: dict) -> str:
         raw_only = sum(p["recorded_s"] for p in panels if not p["uses_recording_rules"])
         quiet = sum(p.get("quiet_repeats", 0) for p in panels)
         repeats = sum(len(p.get("other_cores", [])) for p in panels)
+        # The issue-25 targets: every panel query under 1 s, a full refresh (the queries one
+        # after the other) under 5 s.
+        slowest = max(panels, key=lambda p: p["recorded_s"])
+        over = sum(1 for p in panels if p["recorded_s"] >= 1.0)
         rows.append(
             f"| {name} | {d['queries']} | {n_rec} | {_ms(d['recorded_s'])} | {_ms(d['raw_s'])} | "
-            f"**{d['ratio_wall']:.1f}x** | {raw_only / d['recorded_s']:.0%} | {d['ratio_exec']:.1f}x | {quiet}/{repeats} |"
+            f"**{d['ratio_wall']:.1f}x** | {raw_only / d['recorded_s']:.0%} | {d['ratio_exec']:.1f}x | {quiet}/{repeats} "
+            f"| {_ms(slowest['recorded_s'])} ({slowest['panel']}) | {over} |"
         )
         if d.get("errors"):
             rows.append(
-                f"| ({name}: {len(d['errors'])} queries failed: {', '.join(d['errors'])}) | | | | | | | | |"
+                f"| ({name}: {len(d['errors'])} queries failed: {', '.join(d['errors'])}) | | | | | | | | | | |"
             )
     return "\n".join(rows) + "\n"
 

@@ -427,3 +427,33 @@ def vocabulary(res: Resolution, cfg: BundleConfig) -> Vocabulary:
         targets=scope_of(cfg),
         slos=tuple(s for s in slos(cfg) if s.signal is None or s.signal in res.signals),
     )
+
+
+@dataclass(frozen=True)
+class RecordedHistogram:
+    """What the bundle records of one histogram: only what an alert or a panel reads, since
+    every per-replica statistic is one more read of every engine's series on every evaluation."""
+
+    key: str
+    short: str  # the rule group's name: vllm-obs.recording-<short>
+    replica: tuple[str, ...]  # per replica: quantiles of QUANTILES, and "mean"
+    fleet: bool = False  # p50/p95/p99 per model, from a recorded per-model bucket rate
+
+
+EVERY_QUANTILE = tuple(QUANTILES)
+HISTOGRAMS = (
+    RecordedHistogram("time_to_first_token", "ttft", EVERY_QUANTILE, fleet=True),
+    RecordedHistogram("inter_token_latency", "itl", EVERY_QUANTILE, fleet=True),
+    RecordedHistogram("e2e_request_latency", "e2e", EVERY_QUANTILE, fleet=True),
+    RecordedHistogram("request_queue_time", "queue", (*EVERY_QUANTILE, "mean"), fleet=True),
+    # "Where the time goes" stacks the phases' p95 and their means.
+    RecordedHistogram("request_prefill_time", "prefill", ("p95", "mean")),
+    RecordedHistogram("request_decode_time", "decode", ("p95", "mean")),
+    # The per-replica distributions of Instance and model, and KV cache and scheduler:
+    # computed per panel, each cost a fleet-wide refresh 6-20 s at 1,000 replicas. The
+    # Overview reads this one per model too (from the raw buckets, 1-2 s a quantile).
+    RecordedHistogram("request_time_per_output_token", "tpot-request", EVERY_QUANTILE, fleet=True),
+    RecordedHistogram("request_prompt_tokens", "prompt-length", EVERY_QUANTILE),
+    RecordedHistogram("request_generation_tokens", "output-length", EVERY_QUANTILE),
+    RecordedHistogram("iteration_tokens", "step-tokens", ("p50", "p99")),
+)

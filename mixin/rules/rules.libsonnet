@@ -217,6 +217,27 @@ local values = import '../lib/values.libsonnet';
         ],
       },
       {
+        name: 'vllm-obs.recording-tpot-request-fleet',
+        rules: [
+          {
+            record: 'job_model:vllm_request_time_per_output_token_seconds_bucket:rate' + v.rateWindow,
+            expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_time_per_output_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+          {
+            record: 'job_model:vllm_request_time_per_output_token_seconds:p50_' + v.rateWindow,
+            expr: 'histogram_quantile(0.5, job_model:vllm_request_time_per_output_token_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_request_time_per_output_token_seconds:p95_' + v.rateWindow,
+            expr: 'histogram_quantile(0.95, job_model:vllm_request_time_per_output_token_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_request_time_per_output_token_seconds:p99_' + v.rateWindow,
+            expr: 'histogram_quantile(0.99, job_model:vllm_request_time_per_output_token_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+        ],
+      },
+      {
         name: 'vllm-obs.recording-prompt-length',
         rules: [
           {

@@ -214,8 +214,14 @@ def test_inlining_replaces_every_recording_rule_and_keeps_the_panel_matchers(tmp
 
     bundle = generate(tmp_path, 9)
     rules = recording_rules(sorted((bundle / "alerts").glob("*.rules.yml")))
-    queries = panel_queries(bundle / "dashboards", rules, "1m", "3600s", "15s")
+    queries = panel_queries(
+        bundle / "dashboards", rules, "1m", "3600s", "15s", first={"$instance": "vllm-0:8000"}
+    )
     assert sum(q.uses_recording_rules for q in queries) >= 30
+    opened_on_one = [
+        q for q in queries if q.dashboard == "vLLM / Instance and model" and "vllm-0:8000" in q.expr
+    ]
+    assert opened_on_one and not any('instance=~".+"' in q.expr for q in opened_on_one)
     for q in queries:
         promql_parser.parse(q.raw)
         assert not any(name in q.raw for name in rules), q.raw
@@ -278,7 +284,10 @@ def test_simulated_fleet_in_a_real_prometheus(tmp_path):
             assert prom.query(f'increase(vllm:generation_tokens_total{{instance="{stalled}"}}[1m]) == 0')
         rules = recording_rules(rule_files)
         # This Prometheus holds a few minutes: a 3-day subquery at 1 s reads the same samples in 260 000 steps.
-        queries = panel_queries(bundle / "dashboards", rules, "4s", "60s", "1s", every="1s", history="10m")
+        first = {"$instance": min(e["instance"] for e in engines)}
+        queries = panel_queries(
+            bundle / "dashboards", rules, "4s", "60s", "1s", every="1s", history="10m", first=first
+        )
         # Recorded and raw queries are compared on data that no longer moves: the same Prometheus
         # data, started again with the rules and no scrape job. Live, a scrape stamped before an
         # evaluation but stored after it is seen by the raw query and not by the rule, and on a

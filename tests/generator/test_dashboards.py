@@ -95,7 +95,9 @@ def test_template_rules(which, bundles):
             var = variables[name]
             where = (dash["title"], name)
             assert var["type"] == "query" and var["datasource"] == "${datasource}", where
-            assert var["multi"] and var["includeAll"], where
+            # Instance and model opens on one replica (no All); every other dashboard on all.
+            one_replica = name == "instance" and dash["title"] == "vLLM / Instance and model"
+            assert var["multi"] and var["includeAll"] != one_replica, where
             assert var["label"] == name.title(), where
             assert var["refresh"] == 2, where  # reload on time range change
         # The linter's All value for instance; job's All is the configured job (as a regex).
@@ -275,9 +277,13 @@ def test_latency_heatmaps_sit_next_to_their_percentiles():
         for heat in heatmaps:
             (target,) = heat["targets"]
             assert target["format"] == "heatmap" and target["legendFormat"] == "{{le}}"
-            assert re.fullmatch(
+            # A fleet dashboard reads the per-model bucket rate the rules record (every replica of
+            # the models selected); one replica's dashboard reads its own buckets.
+            raw = re.fullmatch(
                 r"sum by \(le\) \(rate\(\S+_bucket\{.*\}\[\$__rate_interval\]\)\)", target["expr"]
             )
+            recorded = re.fullmatch(r"sum by \(le\) \(job_model:\S+_bucket:rate5m\{.*\}\)", target["expr"])
+            assert recorded if dash["uid"] == "vllm-obs-overview" else raw, target["expr"]
             assert heat["options"]["calculate"] is False
             beside = [p for p in panels if p["gridPos"]["y"] == heat["gridPos"]["y"] and p is not heat]
             assert any(p["title"] + " distribution" == heat["title"] for p in beside), heat["title"]

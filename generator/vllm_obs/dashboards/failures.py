@@ -7,7 +7,7 @@ from ..rules.areas.meta import DELIVERY_FAILURES, RELOADED, RULE_FAILURES, SEND_
 from ..signals import Resolution
 from ..vocabulary import DASHBOARDS, Vocabulary
 from .panels.common import CRIT, keep
-from .panels.queries import Filters
+from .panels.queries import TOP, Filters
 from .spec import Dashboard, Panel, Query, Row
 
 
@@ -82,20 +82,20 @@ def failures(v: Vocabulary) -> Dashboard:
                 title="Engine state from the logs",
                 description=(
                     "Running and waiting requests and KV-cache usage from the periodic stats line: they "
-                    "outlive a dead /metrics endpoint."
+                    f"outlive a dead /metrics endpoint. The {TOP} highest servers of each."
                 ),
                 unit="none",
                 queries=(
                     Query(
-                        f"sum by ({f.per_replica}) ({f.log('vllm_log_requests_running')})",
+                        f.worst(f"sum by ({f.per_replica}) ({f.log('vllm_log_requests_running')})"),
                         "running {{instance}}",
                     ),
                     Query(
-                        f"sum by ({f.per_replica}) ({f.log('vllm_log_requests_waiting')})",
+                        f.worst(f"sum by ({f.per_replica}) ({f.log('vllm_log_requests_waiting')})"),
                         "waiting {{instance}}",
                     ),
                     Query(
-                        f"max by ({f.per_replica}) ({f.log('vllm_log_kv_cache_usage_ratio')}) * 100",
+                        f.worst(f"max by ({f.per_replica}) ({f.log('vllm_log_kv_cache_usage_ratio')}) * 100"),
                         "KV cache % {{instance}}",
                     ),
                 ),
@@ -104,15 +104,20 @@ def failures(v: Vocabulary) -> Dashboard:
             ),
             Panel(
                 title="Log exporter health",
-                description="Lines read per second and bytes not yet read: a growing backlog means the exporter lags.",
+                description=(
+                    "Lines read per second and bytes not yet read: a growing backlog means the exporter lags. "
+                    f"The {TOP} busiest exporters and the {TOP} largest backlogs."
+                ),
                 unit="none",
                 queries=(
                     Query(
-                        f"sum by ({f.per_replica}) (rate({f.log('vllm_log_lines')}[$__rate_interval]))",
+                        f.worst(
+                            f"sum by ({f.per_replica}) (rate({f.log('vllm_log_lines')}[$__rate_interval]))"
+                        ),
                         "lines/s {{instance}}",
                     ),
                     Query(
-                        f"sum by ({f.per_replica}) ({f.log('vllm_log_unread_bytes')})",
+                        f.worst(f"sum by ({f.per_replica}) ({f.log('vllm_log_unread_bytes')})"),
                         "unread bytes {{instance}}",
                     ),
                 ),
@@ -143,9 +148,12 @@ def failures(v: Vocabulary) -> Dashboard:
                 ),
                 Panel(
                     title="Targets up",
-                    description="1 while Prometheus can scrape the server; a dead engine takes it down.",
+                    description=(
+                        "1 while Prometheus can scrape the server; a dead engine takes it down. The "
+                        f"{TOP} lowest: any target down shows first."
+                    ),
                     unit="none",
-                    queries=(Query(f"up{f.target}", "{{instance}}"),),
+                    queries=(Query(f.worst(f"up{f.target}", lowest=True), "{{instance}}"),),
                     min=0,
                     max=1,
                 ),
@@ -169,20 +177,23 @@ def _progress(res: Resolution, cfg: BundleConfig, f: Filters) -> Panel | None:
     if not res.has("generation_tokens", "requests_waiting", "requests_running"):
         return None
     n = f.names
+    in_flight = f"({n.requests_running}{f.replica} + {n.requests_waiting}{f.replica})"
+    tokens = f"{n.generation_tokens}{f.replica}"
+    keys = f"{f.per_replica}, model_name"
+    # Worst first: requests in flight per token/s (+1 so that no tokens at all ranks highest).
+    stuck = f.worst(f"({in_flight} / ({tokens} + 1))")
     return Panel(
         title="Requests in flight vs tokens generated",
         description=(
             f"Requests running or waiting against tokens generated per second ({cfg.alerts.rate_window} rate). "
             f"Requests in flight with no token for {cfg.alerts.stall_window} is a stuck engine "
-            "(VllmEngineStalled), even while /health answers 200."
+            "(VllmEngineStalled), even while /health answers 200. The replicas with the most requests in "
+            f"flight per token generated ({TOP}), each with both lines."
         ),
         unit="none",
         queries=(
-            Query(
-                f"{n.requests_running}{f.replica} + {n.requests_waiting}{f.replica}",
-                "in flight {{instance}} {{model_name}}",
-            ),
-            Query(f"{n.generation_tokens}{f.replica}", "tokens/s {{instance}} {{model_name}}"),
+            Query(f"{in_flight}\nand on ({keys}) {stuck}", "in flight {{instance}} {{model_name}}"),
+            Query(f"{tokens}\nand on ({keys}) {stuck}", "tokens/s {{instance}} {{model_name}}"),
         ),
         min=0,
     )
@@ -199,7 +210,7 @@ def _corrupted(res: Resolution, f: Filters) -> Panel | None:
             "model or the hardware; they return garbage."
         ),
         unit="reqps",
-        queries=(Query(f.rate(sig, f.per_model), "{{instance}} {{model_name}}"),),
+        queries=(Query(f.worst(f.rate(sig, f"{f.per_replica}, model_name")), "{{instance}} {{model_name}}"),),
         min=0,
     )
 
@@ -212,15 +223,17 @@ def _probe_panels(f: Filters) -> tuple[Panel, ...]:
             title="Canary probe success",
             description=(
                 "1 while the probe's one-token request gets an answer. 0 with /health still at 1 is a hung "
-                "engine (VllmEngineHung): requests hang while /health says 200."
+                f"engine (VllmEngineHung): requests hang while /health says 200. The {TOP} lowest of each."
             ),
             unit="none",
             queries=(
                 Query(
-                    f"max by ({per}) ({f.probed('vllm_probe_success')})", "probe {{instance}} {{model_name}}"
+                    f.worst(f"max by ({per}) ({f.probed('vllm_probe_success')})", lowest=True),
+                    "probe {{instance}} {{model_name}}",
                 ),
                 Query(
-                    f"max by ({f.per_replica}) ({f.probed('vllm_probe_health_up')})", "/health {{instance}}"
+                    f.worst(f"max by ({f.per_replica}) ({f.probed('vllm_probe_health_up')})", lowest=True),
+                    "/health {{instance}}",
                 ),
             ),
             min=0,
@@ -228,12 +241,17 @@ def _probe_panels(f: Filters) -> tuple[Panel, ...]:
         ),
         Panel(
             title="Canary probe latency",
-            description="p50 and p95 time to answer the probe's one-token request (successful probes only).",
+            description=(
+                f"p50 and p95 time to answer the probe's one-token request (successful probes only): the {TOP} "
+                "slowest servers of each."
+            ),
             unit="s",
             queries=tuple(
                 Query(
-                    f"histogram_quantile({q}, sum by ({per}, le) "
-                    f"(rate({f.probed('vllm_probe_duration_seconds_bucket')}[$__rate_interval])))",
+                    f.worst(
+                        f"histogram_quantile({q}, sum by ({per}, le) "
+                        f"(rate({f.probed('vllm_probe_duration_seconds_bucket')}[$__rate_interval])))"
+                    ),
                     f"p{int(q * 100)} {{{{instance}}}} {{{{model_name}}}}",
                 )
                 for q in (0.5, 0.95)
@@ -244,13 +262,16 @@ def _probe_panels(f: Filters) -> tuple[Panel, ...]:
             title="Canary probe failures by reason",
             description=(
                 "timeout: hung or overloaded; refused: down or restarting; http_5xx: the engine errors; "
-                "http_4xx: wrong model name or API key (VllmProbeDown); bad_body: not vLLM answering."
+                "http_4xx: wrong model name or API key (VllmProbeDown); bad_body: not vLLM answering. "
+                f"The {TOP} largest (server, reason)."
             ),
             unit="none",
             kind="bars",
             queries=(
                 Query(
-                    f"sum by ({f.per_replica}, reason) (increase({f.probed('vllm_probe_failures')}[$__rate_interval]))",
+                    f.worst(
+                        f"sum by ({f.per_replica}, reason) (increase({f.probed('vllm_probe_failures')}[$__rate_interval]))"
+                    ),
                     "{{reason}} {{instance}}",
                 ),
             ),
@@ -269,14 +290,15 @@ def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             description=(
                 "The state the log shows: starting and loading (not listening yet), ready, stopping and "
                 "stopped (planned), failed_start, dead. A start that never reaches ready is VllmStartupSlow; "
-                "starts that keep failing are VllmRestartLoop."
+                "starts that keep failing are VllmRestartLoop. Servers in each state (one server "
+                "selected: 1 in its state)."
             ),
             unit="none",
             kind="bars",
             queries=(
                 Query(
-                    f"max by ({f.per_replica}, state) ({f.log('vllm_log_server_state')}) > 0",
-                    "{{state}} {{instance}}",
+                    f"count by (state) (max by ({f.per_replica}, state) ({f.log('vllm_log_server_state')}) > 0)",
+                    "{{state}}",
                 ),
             ),
             stack=True,
@@ -287,12 +309,14 @@ def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             description=(
                 "Seconds each phase of the last start took (weights, engine_init: profiling, KV cache and "
                 "warm-up, total: start marker to ready). Size alerts.expected_startup and the Kubernetes "
-                "startupProbe from the total, with a margin of at least 30 s."
+                f"startupProbe from the total, with a margin of at least 30 s. The {TOP} slowest (server, phase)."
             ),
             unit="s",
             queries=(
                 Query(
-                    f"max by ({f.per_replica}, phase) ({f.log('vllm_log_last_startup_duration_seconds')})",
+                    f.worst(
+                        f"max by ({f.per_replica}, phase) ({f.log('vllm_log_last_startup_duration_seconds')})"
+                    ),
                     "{{phase}} {{instance}}",
                 ),
             ),
@@ -308,7 +332,7 @@ def _lifecycle_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             kind="stat",
             queries=(
                 Query(
-                    f"max by ({f.per_replica}, version) ({f.log('vllm_log_vllm_version_info')})",
+                    f"count by (version) (max by ({f.per_replica}, version) ({f.log('vllm_log_vllm_version_info')}))",
                     "{{version}}",
                 ),
             ),

@@ -15,7 +15,9 @@ from .spec import Dashboard, Panel, Query, Row
 
 def instance(v: Vocabulary) -> Dashboard:
     res, cfg = v.res, v.cfg
-    f = Filters(v)
+    # One replica at a time (no All): what this dashboard is for, and what keeps it cheap on a
+    # fleet; the Overview and KV cache dashboards find the replica to open.
+    f = Filters(v, one_replica=True)
     return Dashboard(
         key="instance",
         title=DASHBOARDS["instance"],

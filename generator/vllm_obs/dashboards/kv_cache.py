@@ -6,17 +6,26 @@ from ..config import BundleConfig
 from ..rules.expressions import queue_threshold
 from ..signals import Resolution
 from ..vocabulary import DASHBOARDS, Vocabulary
-from .panels.common import CRIT, LEGEND, WARN, keep, recorded_percentiles
+from .panels.common import (
+    CRIT,
+    FLEET_LINES,
+    LEGEND,
+    LOWEST_LINES,
+    WARN,
+    fleet_queries,
+    keep,
+    recorded_percentiles,
+)
 from .panels.engines import engine_panels
 from .panels.features import admission_panels, cache_panels, residency_panels
 from .panels.kv_transfer import connector_failures, connector_panels, offload_panels
-from .panels.queries import RATE, Filters
+from .panels.queries import RATE, TOP, Filters
 from .spec import Dashboard, Panel, Query, Row
 
 
 def kv_cache(v: Vocabulary) -> Dashboard:
     res, cfg = v.res, v.cfg
-    f = Filters(v)
+    f = Filters(v, fleet=True)
     return Dashboard(
         key="kv_cache",
         title=DASHBOARDS["kv_cache"],
@@ -54,10 +63,10 @@ def _memory(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]
                 title="KV-cache usage per engine",
                 description=(
                     f"{sig.name}, a fraction from 0 to 1. Dashed: the VllmKVCachePressure threshold; "
-                    "VllmKVCacheFillingUp warns when the trend reaches 1 soon."
+                    f"VllmKVCacheFillingUp warns when the trend reaches 1 soon. {FLEET_LINES}"
                 ),
                 unit="percentunit",
-                queries=(Query(f"{sig.name}{f.raw(sig)}", f"{LEGEND}{per_engine}"),),
+                queries=fleet_queries(f, f"{sig.name}{f.raw(sig)}", f"{LEGEND}{per_engine}"),
                 thresholds=((a.kv_usage_threshold, CRIT),),
                 min=0,
                 max=1,
@@ -68,16 +77,21 @@ def _memory(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]
         out += [
             Panel(
                 title="Preemptions / s",
-                description="Running requests evicted for lack of KV-cache blocks and recomputed later.",
+                description=(
+                    f"Running requests evicted for lack of KV-cache blocks and recomputed later. {FLEET_LINES}"
+                ),
                 unit="none",
-                queries=(Query(f.rate(sig, f.per_model), LEGEND),),
+                queries=fleet_queries(f, f"{n.preemptions}{f.replica}", LEGEND),
                 min=0,
             ),
             Panel(
                 title="Preemptions per finished request",
-                description="Preemptions normalised by traffic (VllmPreemptions). Dashed: the alert threshold.",
+                description=(
+                    "Preemptions normalised by traffic (VllmPreemptions). Dashed: the alert threshold. "
+                    + FLEET_LINES
+                ),
                 unit="none",
-                queries=(Query(f"{n.preemptions_per_request}{f.replica}", LEGEND),),
+                queries=fleet_queries(f, f"{n.preemptions_per_request}{f.replica}", LEGEND),
                 thresholds=((a.preemptions_per_request, WARN),),
                 min=0,
             ),
@@ -86,9 +100,12 @@ def _memory(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]
         out.append(
             Panel(
                 title="Prefix-cache hit rate",
-                description="Share of prompt tokens served from the prefix cache instead of recomputed.",
+                description=(
+                    "Share of prompt tokens served from the prefix cache instead of recomputed. "
+                    + LOWEST_LINES
+                ),
                 unit="percentunit",
-                queries=(Query(f"{n.prefix_cache_hits}{f.replica}", LEGEND),),
+                queries=fleet_queries(f, f"{n.prefix_cache_hits}{f.replica}", LEGEND, lowest=True),
                 min=0,
                 max=1,
             )
@@ -98,9 +115,9 @@ def _memory(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]
         out.append(
             Panel(
                 title="Prefix-cache hit rate",
-                description=f"{sig.name}, as the V0 engine reports it.",
+                description=f"{sig.name}, as the V0 engine reports it. {LOWEST_LINES}",
                 unit="percentunit",
-                queries=(Query(f"{sig.name}{f.raw(sig)}", LEGEND),),
+                queries=fleet_queries(f, f"{sig.name}{f.raw(sig)}", LEGEND, lowest=True),
                 min=0,
                 max=1,
             )
@@ -112,10 +129,10 @@ def _memory(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]
                 title="Prompt tokens that skipped prefill",
                 description=(
                     "Share of prompt tokens whose KV came from a cache (local prefix cache or a KV connector) "
-                    "rather than being computed: prefill work saved."
+                    "rather than being computed: prefill work saved. Per model, every replica selected."
                 ),
                 unit="percentunit",
-                queries=(Query(f.ratio(cached, res["prompt_tokens"], f.per_model), LEGEND),),
+                queries=(Query(f.ratio(cached, res["prompt_tokens"], f.per_model), f.legend),),
                 min=0,
                 max=1,
             )
@@ -134,13 +151,11 @@ def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
                 description=(
                     "A growing queue with KV cache to spare means the scheduler limits (--max-num-seqs, "
                     "--max-num-batched-tokens) are the bottleneck (VllmSchedulerThrottled). Dashed: the "
-                    "VllmQueueDepthHigh threshold."
+                    f"VllmQueueDepthHigh threshold. {FLEET_LINES} Running: the {TOP} busiest."
                 ),
                 unit="none",
-                queries=(
-                    Query(f"{n.requests_waiting}{f.replica}", f"waiting {LEGEND}"),
-                    Query(f"{n.requests_running}{f.replica}", f"running {LEGEND}"),
-                ),
+                queries=fleet_queries(f, f"{n.requests_waiting}{f.replica}", LEGEND, label="waiting")
+                + (Query(f.worst(f"{n.requests_running}{f.replica}"), f"running {LEGEND}"),),
                 thresholds=((queue_threshold(a)[0], WARN),),
                 min=0,
             )
@@ -152,13 +167,14 @@ def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
                 title="Waiting by reason",
                 description=(
                     "capacity: no KV cache or batch room to schedule it; deferred: held back on purpose "
-                    "(priorities, a KV transfer, structured-output compilation). vLLM 0.20+."
+                    "(priorities, a KV transfer, structured-output compilation). vLLM 0.20+. Per model, "
+                    "every replica selected."
                 ),
                 unit="none",
                 queries=(
                     Query(
-                        f"sum by ({f.per_replica}, reason) ({sig.name}{f.raw(sig)})",
-                        "{{reason}} {{instance}}",
+                        f"sum by ({f.per_model}, reason) ({sig.name}{f.raw(sig)})",
+                        f"{{{{reason}}}} {f.legend}",
                     ),
                 ),
                 stack=True,
@@ -180,13 +196,17 @@ def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
             ),
             Panel(
                 title="Engine steps / s",
-                description="Scheduler iterations per second: it drops to 0 when the engine stalls while requests wait.",
+                description=(
+                    "Scheduler iterations per second: it drops to 0 when the engine stalls while requests "
+                    f"wait. {LOWEST_LINES}"
+                ),
                 unit="none",
-                queries=(
-                    Query(
-                        f"sum by ({f.per_replica}) (rate({sig.name}_count{f.raw(sig)}[{RATE}]))",
-                        "{{instance}}",
-                    ),
+                queries=fleet_queries(
+                    f,
+                    f"sum by ({f.per_replica}) (rate({sig.name}_count{f.raw(sig)}[{RATE}]))",
+                    "{{instance}}",
+                    lowest=True,
+                    per="",
                 ),
                 min=0,
             ),
@@ -196,9 +216,11 @@ def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
         out.append(
             Panel(
                 title="Requests swapped to CPU",
-                description="V0 engine: requests whose KV cache was swapped out to host memory.",
+                description=f"V0 engine: requests whose KV cache was swapped out to host memory. {FLEET_LINES}",
                 unit="none",
-                queries=(Query(f"sum by ({f.per_replica}) ({sig.name}{f.raw(sig)})", "{{instance}}"),),
+                queries=fleet_queries(
+                    f, f"sum by ({f.per_replica}) ({sig.name}{f.raw(sig)})", "{{instance}}", per=""
+                ),
                 min=0,
             )
         )

@@ -6,20 +6,33 @@ from ..config import BundleConfig
 from ..promql import number
 from ..rules.expressions import queue_threshold
 from ..signals import Resolution
-from ..vocabulary import BURN_TIERS, DASHBOARDS, Names, Vocabulary
-from .panels.common import CRIT, WARN, error_panel, heatmap, keep, latency_panel, raw_percentiles, stat
-from .panels.queries import Filters
+from ..vocabulary import BURN_TIERS, DASHBOARDS, HISTOGRAMS, Names, Vocabulary
+from .panels.common import (
+    CRIT,
+    FLEET_LINES,
+    LEGEND,
+    WARN,
+    error_panel,
+    fleet_queries,
+    heatmap,
+    keep,
+    latency_panel,
+    stat,
+)
+from .panels.queries import TOP, Filters
 from .panels.replicas import replicas_table
 from .spec import Dashboard, Panel, Query, Row
 
 # The burn factors of the multi-window alerts, slowest first, each with its colour on the burn panels.
 BURN_COLOURS = ("yellow", WARN, CRIT, "dark-red")
 BURN_FACTORS = tuple(zip(sorted(t.factor for t in BURN_TIERS), BURN_COLOURS, strict=True))
+# Histograms whose per-model bucket rate the rules record: their distributions are drawn from it.
+PER_MODEL_BUCKETS = {h.key for h in HISTOGRAMS if h.fleet}
 
 
 def overview(v: Vocabulary) -> Dashboard:
     res, cfg = v.res, v.cfg
-    f = Filters(v, engine=False)
+    f = Filters(v, engine=False, fleet=True)
     n = f.names
     a = cfg.alerts
     return Dashboard(
@@ -212,25 +225,19 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
         ),
         ("e2e_request_latency", "End-to-end request latency", "request durations", None, None),
         ("request_queue_time", "Queue time", "times spent waiting for a slot", None, None),
+        (
+            "request_time_per_output_token",
+            "Time per output token, per request",
+            "requests' token gaps",
+            None,
+            None,
+        ),
     ):
         if key not in res.signals:
             continue
         out.append(latency_panel(f, key, title, "job_model", f.model, "{{model_name}}", warn, crit))
-        out.append(heatmap(f, res[key], f"{title} distribution", what, "s"))
-    if "request_time_per_output_token" in res.signals:
-        sig = res["request_time_per_output_token"]
-        out.append(
-            raw_percentiles(
-                f,
-                sig,
-                "Time per output token, per request",
-                f"Each request's mean gap between output tokens (decode time / (tokens - 1)), from {sig.name}: "
-                "what one user perceives, where inter-token latency weighs every token alike.",
-                "s",
-                "model_name",
-                "{{model_name}}",
-            )
-        )
+        if key in PER_MODEL_BUCKETS:
+            out.append(heatmap(f, res[key], f"{title} distribution", what, "s", recorded=True))
     return keep(*out)
 
 
@@ -303,13 +310,11 @@ def _load(res: Resolution, cfg: BundleConfig, f: Filters, n: Names, a) -> tuple[
                 title="Requests running and waiting",
                 description=(
                     f"Per replica. Dashed line: the queue alert threshold ({queue_threshold(a)[0]:g}). "
-                    "Click a line to open that replica."
+                    f"{FLEET_LINES} Running: the {TOP} busiest. Click a line to open that replica."
                 ),
                 unit="none",
-                queries=(
-                    Query(f"{n.requests_running}{f.replica}", "running {{instance}} {{model_name}}"),
-                    Query(f"{n.requests_waiting}{f.replica}", "waiting {{instance}} {{model_name}}"),
-                ),
+                queries=fleet_queries(f, f"{n.requests_waiting}{f.replica}", LEGEND, label="waiting")
+                + (Query(f.worst(f"{n.requests_running}{f.replica}"), f"running {LEGEND}"),),
                 thresholds=((queue_threshold(a)[0], WARN),),
                 min=0,
                 drill="instance",
@@ -321,10 +326,10 @@ def _load(res: Resolution, cfg: BundleConfig, f: Filters, n: Names, a) -> tuple[
                 title="KV-cache usage",
                 description=(
                     "The fullest engine of each replica (max, never a sum). Dashed: the alert threshold. "
-                    "Click a line to open that replica's KV cache."
+                    f"{FLEET_LINES} Click a line to open that replica's KV cache."
                 ),
                 unit="percentunit",
-                queries=(Query(f"{n.kv_cache_usage}{f.replica}", "{{instance}} {{model_name}}"),),
+                queries=fleet_queries(f, f"{n.kv_cache_usage}{f.replica}", LEGEND),
                 thresholds=((a.kv_usage_threshold, CRIT),),
                 min=0,
                 max=1,
@@ -335,9 +340,12 @@ def _load(res: Resolution, cfg: BundleConfig, f: Filters, n: Names, a) -> tuple[
         load.append(
             Panel(
                 title="Preemptions per finished request",
-                description="Requests preempted for lack of KV cache, per finished request. Dashed: the alert threshold.",
+                description=(
+                    "Requests preempted for lack of KV cache, per finished request. Dashed: the alert "
+                    f"threshold. {FLEET_LINES}"
+                ),
                 unit="none",
-                queries=(Query(f"{n.preemptions_per_request}{f.replica}", "{{instance}} {{model_name}}"),),
+                queries=fleet_queries(f, f"{n.preemptions_per_request}{f.replica}", LEGEND),
                 thresholds=((a.preemptions_per_request, WARN),),
                 min=0,
                 drill="kv_cache",

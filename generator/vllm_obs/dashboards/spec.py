@@ -50,6 +50,9 @@ class Variable:
     label: str
     query: str  # label_values(...) against the datasource variable; empty for ad hoc filters
     all_value: str = ".*"  # what "All" expands to
+    # False: no All option, the dashboard opens on the first value (a one-replica dashboard,
+    # cheap at any fleet size); several may still be ticked.
+    include_all: bool = True
     kind: str = "query"  # query | adhoc
 
 

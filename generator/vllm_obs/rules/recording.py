@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..exporter_series import PROBE, select
 from ..promql import quote, selector
 from ..signals import FOUNDATIONS
-from ..vocabulary import QUANTILES, Vocabulary, by
+from ..vocabulary import HISTOGRAMS, QUANTILES, RecordedHistogram, Vocabulary, by
 from .areas import capacity, features, gpu, slo_burn
 from .expressions import max_of, minus, sum_of
 from .model import Group, Recording
@@ -38,35 +36,6 @@ def recording_groups(v: Vocabulary) -> list[Group]:
     groups += slo_burn.recording_groups(v)
     groups += gpu.recording_groups(v)  # empty unless gpu.enabled
     return groups
-
-
-@dataclass(frozen=True)
-class RecordedHistogram:
-    """What the bundle records of one histogram: only what an alert or a panel reads, since
-    every per-replica statistic is one more read of every engine's series on every evaluation."""
-
-    key: str
-    short: str  # the rule group's name: vllm-obs.recording-<short>
-    replica: tuple[str, ...]  # per replica: quantiles of QUANTILES, and "mean"
-    fleet: bool = False  # p50/p95/p99 per model, from a recorded per-model bucket rate
-
-
-EVERY_QUANTILE = tuple(QUANTILES)
-HISTOGRAMS = (
-    RecordedHistogram("time_to_first_token", "ttft", EVERY_QUANTILE, fleet=True),
-    RecordedHistogram("inter_token_latency", "itl", EVERY_QUANTILE, fleet=True),
-    RecordedHistogram("e2e_request_latency", "e2e", EVERY_QUANTILE, fleet=True),
-    RecordedHistogram("request_queue_time", "queue", (*EVERY_QUANTILE, "mean"), fleet=True),
-    # "Where the time goes" stacks the phases' p95 and their means.
-    RecordedHistogram("request_prefill_time", "prefill", ("p95", "mean")),
-    RecordedHistogram("request_decode_time", "decode", ("p95", "mean")),
-    # The per-replica distributions of Instance and model, and KV cache and scheduler:
-    # computed per panel, each cost a fleet-wide refresh 6-20 s at 1,000 replicas.
-    RecordedHistogram("request_time_per_output_token", "tpot-request", EVERY_QUANTILE),
-    RecordedHistogram("request_prompt_tokens", "prompt-length", EVERY_QUANTILE),
-    RecordedHistogram("request_generation_tokens", "output-length", EVERY_QUANTILE),
-    RecordedHistogram("iteration_tokens", "step-tokens", ("p50", "p99")),
-)
 
 
 def _rate_of(v: Vocabulary):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...signals import Signal
 from ...source import Family
 from ..spec import Panel, Query
-from .queries import Filters
+from .queries import TOP, Filters
 
 WARN, CRIT = "orange", "red"
 LEGEND = "{{instance}} {{model_name}}"
@@ -83,50 +83,96 @@ def recorded_percentiles(
     width: int = 8,
 ) -> Panel:
     """A histogram's per-replica quantiles from the recording rules, and its mean from the raw
-    sums (two series per replica, cheap to read)."""
+    sums (two series per replica, cheap to read). On a fleet dashboard: the highest quantile's
+    worst replicas and spread, the others' worst replicas, and the mean per model."""
     n = f.names
-    queries = tuple(Query(f"{n.quantile(sig.key, q)}{f.replica}", f"{q} {LEGEND}") for q in quantiles)
+    recorded = {q: f"{n.quantile(sig.key, q)}{f.replica}" for q in quantiles}
+    if f.fleet:
+        *lower, top = quantiles
+        queries = tuple(Query(f.worst(recorded[q]), f"{q} {LEGEND}") for q in lower)
+        queries += fleet_queries(f, recorded[top], LEGEND, label=top)
+        description = f"{description} {FLEET_LINES}"
+    else:
+        queries = tuple(Query(recorded[q], f"{q} {LEGEND}") for q in quantiles)
     return Panel(
         title=title,
         description=f"{description} {'/'.join(quantiles)} over {f.cfg.alerts.rate_window}; mean over the panel's interval.",
         unit=unit,
-        queries=queries + (Query(f.mean(sig, f.per_model), f"mean {LEGEND}"),),
+        queries=queries + (Query(f.mean(sig, f.per_model), f"mean {f.legend}"),),
         min=0,
         width=width,
     )
 
 
-def heatmap(f: Filters, sig: Signal | Family, title: str, what: str, unit: str) -> Panel:
+FLEET_LINES = (
+    f"Lines: the {TOP} highest replicas at each moment (one shows while it is among them), and the "
+    "median and 90th percentile across every replica selected, per model."
+)
+LOWEST_LINES = (
+    f"Lines: the {TOP} lowest replicas at each moment (one shows while it is among them), and the "
+    "median and 10th percentile across every replica selected."
+)
+
+
+def fleet_queries(
+    f: Filters, expr: str, legend: str, lowest: bool = False, label: str = "", per: str = "model_name"
+) -> tuple[Query, ...]:
+    """A per-replica (or per-engine) statistic at any fleet size: the worst few by name and the
+    spread of all (FLEET_LINES), never a line each. `lowest`: low is bad (a hit rate, steps/s)."""
+    named = f"{label} " if label else ""
+    return (Query(f.worst(expr, lowest), f"{named}{legend}"),) + tuple(
+        Query(e, f"{named}{name}") for e, name in f.spread(expr, lowest, per)
+    )
+
+
+def heatmap(
+    f: Filters, sig: Signal | Family, title: str, what: str, unit: str, recorded: bool = False
+) -> Panel:
     """A histogram's distribution over time, from its buckets: shows what percentiles hide
-    (two populations, a tail that comes and goes)."""
+    (two populations, a tail that comes and goes). `recorded`: from the per-model bucket rate
+    the rules record (every replica of the models selected; the raw buckets of a whole fleet
+    cost seconds per refresh)."""
+    if recorded:
+        rule = f.names.bucket_rate(sig.key, "job_model")
+        expr = f"sum by (le) ({rule}{f.model})"
+        source = f"{rule}, every replica of the models selected, over {f.cfg.alerts.rate_window}"
+    else:
+        expr, source = f.buckets(sig), sig.name
     return Panel(
         title=title,
         description=(
-            f"How {what} are distributed over time (requests per second in each bucket of {sig.name}); "
+            f"How {what} are distributed over time (requests per second in each bucket of {source}); "
             "a second band or a wide spread is what the percentile lines average away."
         ),
         unit=unit,
-        queries=(Query(f.buckets(sig), "{{le}}", format="heatmap"),),
+        queries=(Query(expr, "{{le}}", format="heatmap"),),
         kind="heatmap",
     )
 
 
 def error_panel(f: Filters, replica: str, target: str, drill: str | None = None) -> Panel | None:
     """Share of requests failing: what VllmRequestErrors judges (vLLM's count or HTTP 5xx of the
-    inference handlers, the larger), and each of the two."""
+    inference handlers, the larger), and each of the two. On a fleet dashboard: the worst replicas
+    of each, and the spread of the first."""
     res, cfg, n = f.res, f.cfg, f.names
     if not f.v.counts_failures:
         return None
-    queries = [Query(f"{n.request_failures}{replica}", "failing {{instance}} {{model_name}}")]
+    failing = f"{n.request_failures}{replica}"
+    if f.fleet:
+        queries = list(fleet_queries(f, failing, LEGEND, label="failing"))
+    else:
+        queries = [Query(failing, "failing {{instance}} {{model_name}}")]
+    top = f.worst if f.fleet else (lambda expr: expr)
     if res.reports_engine_errors:
-        queries.append(Query(f"{n.request_errors}{replica}", "vLLM errors {{instance}} {{model_name}}"))
+        queries.append(Query(top(f"{n.request_errors}{replica}"), "vLLM errors {{instance}} {{model_name}}"))
     if "http_requests" in res.signals:
-        queries.append(Query(f"{n.http_errors}{target}", "HTTP 5xx {{instance}}"))
+        queries.append(Query(top(f"{n.http_errors}{target}"), "HTTP 5xx {{instance}}"))
     return Panel(
         title="Error ratio",
         description=(
             "Share of requests failing, the canary's left out: vLLM's own errors, HTTP 5xx of the "
             "inference handlers, and the larger of the two (VllmRequestErrors). Dashed: its threshold."
+            + (f" {FLEET_LINES}" if f.fleet else "")
         ),
         unit="percentunit",
         queries=tuple(queries),

@@ -10,8 +10,8 @@ from __future__ import annotations
 from ...config import BundleConfig
 from ...signals import Resolution
 from ..spec import Panel, Query
-from .common import LEGEND, WARN
-from .queries import RATE, Filters
+from .common import FLEET_LINES, LEGEND, LOWEST_LINES, WARN, fleet_queries
+from .queries import RATE, TOP, Filters
 
 ENGINE = "{{instance}} engine {{engine}}"
 
@@ -21,6 +21,8 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
     if anchor is None or not anchor.has_label("engine"):
         return ()
     by = f"{f.per_replica}, engine"
+    replica = f"{f.per_replica}, model_name"
+    # Each panel draws the worst engines and the spread of all (a fleet has thousands).
     out: list[Panel] = []
     for key, title, what in (
         ("requests_running", "Running requests per engine", "in each engine's batch"),
@@ -31,9 +33,9 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
             out.append(
                 Panel(
                     title=title,
-                    description=f"Requests {what}. One line per engine; a single-engine server shows one.",
+                    description=f"Requests {what}. {FLEET_LINES}",
                     unit="none",
-                    queries=(Query(f"sum by ({by}) ({sig.name}{f.raw(sig)})", ENGINE),),
+                    queries=fleet_queries(f, f"sum by ({by}) ({sig.name}{f.raw(sig)})", ENGINE, per=""),
                     min=0,
                     width=8,
                 )
@@ -66,10 +68,11 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
                     f"Fullest minus emptiest engine of each replica, in {what}: 0 is an even balance (and all a "
                     "single-engine server can show); a lasting gap is one engine doing its siblings' work."
                     + (" Dashed: the VllmEngineImbalance threshold." if limit is not None else "")
+                    + f" {FLEET_LINES}"
                 ),
                 unit=unit,
-                queries=(
-                    Query(f"max by ({f.per_model}) ({series})\n- min by ({f.per_model}) ({series})", LEGEND),
+                queries=fleet_queries(
+                    f, f"max by ({replica}) ({series})\n- min by ({replica}) ({series})", LEGEND
                 ),
                 thresholds=((limit, WARN),) if limit is not None else (),
                 min=0,
@@ -77,7 +80,7 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
             )
         )
     tokens = [
-        Query(f.rate(res[key], by), f"{what} {ENGINE}")
+        Query(f.worst(f.rate(res[key], by)), f"{what} {ENGINE}")
         for key, what in (("prompt_tokens", "prompt"), ("generation_tokens", "generated"))
         if key in res.signals
     ]
@@ -85,7 +88,7 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
         out.append(
             Panel(
                 title="Tokens / s per engine",
-                description="Prompt (prefill) and generated (decode) tokens per second of each engine.",
+                description=f"Prompt (prefill) and generated (decode) tokens per second: the {TOP} busiest engines of each.",
                 unit="none",
                 queries=tuple(tokens),
                 min=0,
@@ -97,9 +100,17 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
         out.append(
             Panel(
                 title="Engine steps / s per engine",
-                description="Scheduler iterations per second of each engine: an engine at 0 while others step is stuck.",
+                description=(
+                    f"Scheduler iterations per second of each engine: an engine at 0 while others step is stuck. {LOWEST_LINES}"
+                ),
                 unit="none",
-                queries=(Query(f"sum by ({by}) (rate({sig.name}_count{f.raw(sig)}[{RATE}]))", ENGINE),),
+                queries=fleet_queries(
+                    f,
+                    f"sum by ({by}) (rate({sig.name}_count{f.raw(sig)}[{RATE}]))",
+                    ENGINE,
+                    lowest=True,
+                    per="",
+                ),
                 min=0,
                 width=8,
             )
@@ -108,9 +119,9 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
         out.append(
             Panel(
                 title="Preemptions / s per engine",
-                description="Which engine runs out of KV cache and evicts requests.",
+                description=f"Which engine runs out of KV cache and evicts requests. {FLEET_LINES}",
                 unit="none",
-                queries=(Query(f.rate(res["preemptions"], by), ENGINE),),
+                queries=fleet_queries(f, f.rate(res["preemptions"], by), ENGINE, per=""),
                 min=0,
                 width=8,
             )
@@ -121,10 +132,16 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
                 title="Prefix-cache hit rate per engine",
                 description=(
                     "Each engine's prefix-cache hit rate: requests sharing a prefix must reach the same engine "
-                    "to hit, so a low rate on one engine is routing, not the cache."
+                    f"to hit, so a low rate on one engine is routing, not the cache. {LOWEST_LINES}"
                 ),
                 unit="percentunit",
-                queries=(Query(f.ratio(res["prefix_cache_hits"], res["prefix_cache_queries"], by), ENGINE),),
+                queries=fleet_queries(
+                    f,
+                    f.ratio(res["prefix_cache_hits"], res["prefix_cache_queries"], by),
+                    ENGINE,
+                    lowest=True,
+                    per="",
+                ),
                 min=0,
                 max=1,
                 width=8,

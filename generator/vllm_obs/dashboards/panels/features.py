@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...config import BundleConfig
 from ...signals import Resolution
 from ..spec import Panel, Query
-from .common import LEGEND, WARN, keep, latency_panel, raw_percentiles, stat
+from .common import WARN, keep, latency_panel, raw_percentiles, stat
 from .queries import RATE, Filters
 
 
@@ -21,7 +21,7 @@ def spec_decode_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[
         drafted, accepted = res["spec_decode_draft_tokens"], res["spec_decode_accepted_tokens"]
         engine = ", engine" if accepted.has_label("engine") else ""
         per = f"{f.per_model}{engine}"
-        legend = LEGEND + (" engine {{engine}}" if engine else "")
+        legend = f.legend + (" engine {{engine}}" if engine else "")
         out.append(
             stat(
                 "Draft acceptance rate",
@@ -109,12 +109,14 @@ def spec_decode_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[
                     )
                 )
         flows = [
-            Query(f.rate(drafted, f.per_model), f"proposed {LEGEND}"),
-            Query(f.rate(accepted, f.per_model), f"accepted {LEGEND}"),
-            Query(f"{f.rate(drafted, f.per_model)}\n- {f.rate(accepted, f.per_model)}", f"rejected {LEGEND}"),
+            Query(f.rate(drafted, f.per_model), f"proposed {f.legend}"),
+            Query(f.rate(accepted, f.per_model), f"accepted {f.legend}"),
+            Query(
+                f"{f.rate(drafted, f.per_model)}\n- {f.rate(accepted, f.per_model)}", f"rejected {f.legend}"
+            ),
         ]
         if "spec_decode_drafts" in res.signals:
-            flows.append(Query(f.rate(res["spec_decode_drafts"], f.per_model), f"drafts {LEGEND}"))
+            flows.append(Query(f.rate(res["spec_decode_drafts"], f.per_model), f"drafts {f.legend}"))
         out.append(
             Panel(
                 title="Draft tokens / s",
@@ -135,7 +137,7 @@ def spec_decode_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[
                 "Inter-token latency with speculation",
                 "job_instance_model",
                 f.replica,
-                LEGEND,
+                f.legend,
                 a.itl_p95_warning_seconds,
                 None,
             )
@@ -147,7 +149,7 @@ def spec_decode_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[
                 title="Draft acceptance rate (V0)",
                 description=f"{sig.name}, as the V0 engine reports it (a gauge over its own window).",
                 unit="percentunit",
-                queries=(Query(f"max by ({f.per_model}) ({sig.name}{f.raw(sig)})", LEGEND),),
+                queries=(Query(f"max by ({f.per_model}) ({sig.name}{f.raw(sig)})", f.legend),),
                 min=0,
                 max=1,
             )
@@ -206,9 +208,7 @@ def admission_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                     "--max-num-queued-reqs / --max-num-queued-tokens): clients got an error at once."
                 ),
                 unit="reqps",
-                queries=(
-                    Query(f.rate(sig, f"{f.per_model}, reason"), "{{reason}} {{instance}} {{model_name}}"),
-                ),
+                queries=(Query(f.rate(sig, f"{f.per_model}, reason"), f"{{{{reason}}}} {f.legend}"),),
                 stack=True,
                 min=0,
             )
@@ -228,7 +228,7 @@ def cache_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                     "prefix cache (local_cache_hit) or a KV transfer (external_kv_transfer)."
                 ),
                 unit="none",
-                queries=(Query(f.rate(sig, f"{f.per_model}, source"), "{{source}} {{instance}}"),),
+                queries=(Query(f.rate(sig, f"{f.per_model}, source"), f"{{{{source}}}} {f.legend}"),),
                 stack=True,
                 min=0,
             )
@@ -240,7 +240,7 @@ def cache_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                 title="Cached prompt tokens by tier",
                 description="Prompt tokens served from a cache per second, by tier: device, host, disk, p2p, external.",
                 unit="none",
-                queries=(Query(f.rate(sig, f"{f.per_model}, source"), "{{source}} {{instance}}"),),
+                queries=(Query(f.rate(sig, f"{f.per_model}, source"), f"{{{{source}}}} {f.legend}"),),
                 stack=True,
                 min=0,
             )
@@ -252,7 +252,7 @@ def cache_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
         ("mm_cache_hits", "mm_cache_queries", "multimodal"),
     ):
         if res.has(hits, queries):
-            rates.append(Query(f.ratio(res[hits], res[queries], f.per_model), f"{what} {LEGEND}"))
+            rates.append(Query(f.ratio(res[hits], res[queries], f.per_model), f"{what} {f.legend}"))
     if rates:
         out.append(
             Panel(
@@ -275,8 +275,8 @@ def cache_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                 description="Mean prompt length against the prompt tokens each request really computed: the gap is cache.",
                 unit="none",
                 queries=(
-                    Query(f.mean(res["request_prompt_tokens"], f.per_model), f"prompt {LEGEND}"),
-                    Query(f.mean(computed, f.per_model), f"computed {LEGEND}"),
+                    Query(f.mean(res["request_prompt_tokens"], f.per_model), f"prompt {f.legend}"),
+                    Query(f.mean(computed, f.per_model), f"computed {f.legend}"),
                 ),
                 min=0,
             )
@@ -303,7 +303,7 @@ def residency_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
         if fam is not None and fam.type == "histogram":
             out.append(
                 raw_percentiles(
-                    f, fam, title, f"{what.capitalize()}; from {fam.name}.", "s", f.per_model, LEGEND
+                    f, fam, title, f"{what.capitalize()}; from {fam.name}.", "s", f.per_model, f.legend
                 )
             )
     return tuple(out)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...signals import Resolution
 from ..spec import Panel, Query
-from .common import LEGEND, WARN, raw_percentiles
+from .common import WARN, raw_percentiles
 from .queries import RATE, Filters
 
 
@@ -25,7 +25,9 @@ def connector_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                     "a growing count is a slow or stuck transfer path, and these requests wait on top of the queue."
                 ),
                 unit="none",
-                queries=(Query(f"sum by ({by}, stage) ({sig.name}{f.raw(sig)})", "{{stage}} {{instance}}"),),
+                queries=(
+                    Query(f"sum by ({by}, stage) ({sig.name}{f.raw(sig)})", f"{{{{stage}}}} {f.legend}"),
+                ),
                 stack=True,
                 min=0,
             )
@@ -40,7 +42,7 @@ def connector_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                 f"Time per KV transfer between servers, from {sig.name}.",
                 "s",
                 by,
-                LEGEND,
+                f.legend,
             )
         )
         count = f"sum by ({by}) (rate({sig.name}_count{f.raw(sig)}[{RATE}]))"
@@ -49,7 +51,7 @@ def connector_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                 title="NIXL transfers / s",
                 description="KV transfers completed per second.",
                 unit="ops",
-                queries=(Query(count, LEGEND),),
+                queries=(Query(count, f.legend),),
                 min=0,
                 width=8,
             )
@@ -67,8 +69,8 @@ def connector_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                     ),
                     unit="Bps",
                     queries=(
-                        Query(moved, f"aggregate {LEGEND}"),
-                        Query(f"{moved}\n/\n({busy} > 0)", f"per transfer {LEGEND}"),
+                        Query(moved, f"aggregate {f.legend}"),
+                        Query(f"{moved}\n/\n({busy} > 0)", f"per transfer {f.legend}"),
                     ),
                     min=0,
                     width=8,
@@ -77,7 +79,7 @@ def connector_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                     title="NIXL bytes per transfer",
                     description=f"Mean size of a KV transfer, from {size.name}: it grows with prompt length.",
                     unit="bytes",
-                    queries=(Query(f.mean(size, by), LEGEND),),
+                    queries=(Query(f.mean(size, by), f.legend),),
                     min=0,
                     width=8,
                 ),
@@ -93,7 +95,7 @@ def connector_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
     ):
         fam = f.family(native)
         if fam is not None and fam.type == "histogram":
-            out.append(raw_percentiles(f, fam, title, f"{what}, from {fam.name}.", unit, by, LEGEND))
+            out.append(raw_percentiles(f, fam, title, f"{what}, from {fam.name}.", unit, by, f.legend))
     if "prompt_tokens_by_source" in res.signals and out:
         sig = res["prompt_tokens_by_source"]
         out.append(
@@ -101,7 +103,7 @@ def connector_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                 title="Prompt tokens loaded via KV transfer",
                 description="Prompt tokens per second whose KV arrived from another server instead of being computed.",
                 unit="none",
-                queries=(Query(f.rate(sig, by, 'source="external_kv_transfer"'), LEGEND),),
+                queries=(Query(f.rate(sig, by, 'source="external_kv_transfer"'), f.legend),),
                 min=0,
                 width=8,
             )
@@ -126,7 +128,7 @@ def connector_failures(res: Resolution, f: Filters) -> Panel | None:
     ):
         item = res.signals.get(key) if key else f.family(native)
         if item is not None:
-            failures.append(Query(f.rate(item, by), f"{what} {LEGEND}"))
+            failures.append(Query(f.rate(item, by), f"{what} {f.legend}"))
     if not failures:
         return None
     return Panel(
@@ -160,13 +162,13 @@ def offload_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                 title="KV offload throughput",
                 description="KV bytes per second loaded back into GPU memory and stored out to the CPU tier.",
                 unit="Bps",
-                queries=tuple(Query(f.rate(res[k], by), f"{w} {LEGEND}") for k, w in moved),
+                queries=tuple(Query(f.rate(res[k], by), f"{w} {f.legend}") for k, w in moved),
                 min=0,
                 width=8,
             )
         )
     bandwidth = [
-        Query(f"{f.rate(res[b], by)}\n/\n({f.rate(res[t], by)} > 0)", f"{w} {LEGEND}")
+        Query(f"{f.rate(res[b], by)}\n/\n({f.rate(res[t], by)} > 0)", f"{w} {f.legend}")
         for b, t, w in (
             ("kv_offload_load_bytes", "kv_offload_load_time", "load"),
             ("kv_offload_store_bytes", "kv_offload_store_time", "store"),
@@ -185,7 +187,7 @@ def offload_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             )
         )
     sizes = [
-        Query(f.mean(fam, by), f"{w} {LEGEND}")
+        Query(f.mean(fam, by), f"{w} {f.legend}")
         for native, w in (("vllm:kv_offload_load_size", "load"), ("vllm:kv_offload_store_size", "store"))
         if (fam := f.family(native)) is not None and fam.type == "histogram"
     ]
@@ -207,7 +209,7 @@ def offload_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
                 title="KV offload CPU tier usage",
                 description="Share of the CPU offload buffer in use: at 1 new stores find no room and are dropped.",
                 unit="percentunit",
-                queries=(Query(f"max by ({by}) ({sig.name}{f.raw(sig)})", LEGEND),),
+                queries=(Query(f"max by ({by}) ({sig.name}{f.raw(sig)})", f.legend),),
                 thresholds=((0.9, WARN),),
                 min=0,
                 max=1,
@@ -215,7 +217,7 @@ def offload_panels(res: Resolution, f: Filters) -> tuple[Panel, ...]:
             )
         )
     lookups = [
-        Query(f.quantile(fam, 0.99, by), f"p99 {w} {LEGEND}")
+        Query(f.quantile(fam, 0.99, by), f"p99 {w} {f.legend}")
         for native, w in (
             ("vllm:kv_offload_lookup_sync_delay_seconds", "sync"),
             ("vllm:kv_offload_lookup_async_delay_seconds", "async"),

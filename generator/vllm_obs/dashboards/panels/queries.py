@@ -13,6 +13,9 @@ from ..spec import Annotation, Variable
 RATE = "$__rate_interval"
 # What "All" of the instance variable expands to: every replica (the linter's rule).
 EVERY = ".+"
+# The worst replicas (or engines) a fleet panel draws by name; the rest are its spread lines.
+# At 1,000 replicas a line each is unreadable and costs the refresh seconds of JSON.
+TOP = 5
 
 
 def regex_literal(text: str) -> str:
@@ -26,9 +29,16 @@ def regex_literal(text: str) -> str:
 
 
 class Filters:
-    def __init__(self, v: Vocabulary, engine: bool = True) -> None:
-        """`engine`: the dashboard has an engine variable (where the source has engines)."""
+    def __init__(
+        self, v: Vocabulary, engine: bool = True, fleet: bool = False, one_replica: bool = False
+    ) -> None:
+        """`engine`: the dashboard has an engine variable (where the source has engines).
+        `fleet`: its breakdowns (by source, tier, reason) are per model across the replicas
+        selected, and its per-replica statistics are drawn as the worst few and a spread.
+        `one_replica`: the instance variable has no All (the dashboard opens on one replica)."""
         res, cfg = v.res, v.cfg
+        self.fleet = fleet
+        self.one_replica = one_replica
         self.v = v
         self.res = res
         self.cfg = cfg
@@ -54,7 +64,29 @@ class Filters:
 
     @property
     def per_model(self) -> str:
-        return f"{self.per_replica}, model_name"
+        """`by` labels of a breakdown's lines: per replica and model, or per model on a fleet dashboard."""
+        return by(self.scope.fleet_model) if self.fleet else f"{self.per_replica}, model_name"
+
+    @property
+    def legend(self) -> str:
+        """The legend of a line grouped by `per_model`."""
+        return "{{model_name}}" if self.fleet else "{{instance}} {{model_name}}"
+
+    def worst(self, expr: str, lowest: bool = False) -> str:
+        """The TOP series of `expr` at each step, highest (or lowest, where low is bad): a replica's
+        line shows while it is among them. One replica selected, it is that replica's line."""
+        return f"{'bottomk' if lowest else 'topk'}({TOP}, {expr})"
+
+    def spread(self, expr: str, lowest: bool = False, per: str = "model_name") -> tuple[tuple[str, str], ...]:
+        """(expr, legend) of the median and the 90th percentile (10th where low is bad) of `expr`
+        across the series selected, per model: the bulk of a fleet, where the worst are the outliers."""
+        tail = 0.1 if lowest else 0.9
+        group = f" by ({per})" if per else ""
+        legend = f" {{{{{per}}}}}" if per else ""
+        return tuple(
+            (f"quantile{group} ({q:g}, {expr})", f"{name} of replicas{legend}")
+            for q, name in ((0.5, "median"), (tail, f"p{round(tail * 100)}"))
+        )
 
     @property
     def model(self) -> str:
@@ -175,6 +207,7 @@ class Filters:
                 "Instance",
                 f'label_values({name}{{{c}job=~"$job"{self._extra}}}, {self.replica_label})',
                 all_value=EVERY,
+                include_all=not self.one_replica,
             ),
             Variable(
                 "model_name",

@@ -143,12 +143,13 @@ def _variable(var: Variable) -> G.Template:
         label=var.label,
         query=var.query,
         dataSource="${datasource}",
-        includeAll=True,
+        includeAll=var.include_all,
         allValue=var.all_value,
         multi=True,
         refresh=2,  # on time range change: new replicas appear without a reload
         sort=1,
-        default="$__all",
+        # Without All, no default: Grafana opens on the first value.
+        **({"default": "$__all"} if var.include_all else {}),
     )
 
 
