@@ -105,12 +105,12 @@ def recorded_percentiles(
 
 
 FLEET_LINES = (
-    f"Lines: the {TOP} highest replicas at each moment (one shows while it is among them), and the "
-    "median and 90th percentile across every replica selected, per model."
+    f"Lines: the {TOP} highest at each moment (each shows while it is among them), and the median "
+    "and 90th percentile of all those selected (per model where the line names one)."
 )
 LOWEST_LINES = (
-    f"Lines: the {TOP} lowest replicas at each moment (one shows while it is among them), and the "
-    "median and 10th percentile across every replica selected."
+    f"Lines: the {TOP} lowest at each moment (each shows while it is among them), and the median "
+    "and 10th percentile of all those selected (per model where the line names one)."
 )
 
 

@@ -84,7 +84,7 @@ class Filters:
         group = f" by ({per})" if per else ""
         legend = f" {{{{{per}}}}}" if per else ""
         return tuple(
-            (f"quantile{group} ({q:g}, {expr})", f"{name} of replicas{legend}")
+            (f"quantile{group} ({q:g}, {expr})", f"{name}{legend}")
             for q, name in ((0.5, "median"), (tail, f"p{round(tail * 100)}"))
         )
 

@@ -1,0 +1,204 @@
+"""Scoring a run: every notification Alertmanager sent, recorded by the webhook, judged against
+the schedule of incidents.
+
+A notification belongs to the incident on its model whose window holds the moment its alerts
+started firing: from the incident's start to its end plus `grace` (a burn-rate alert's long
+window still holds the incident for a while after it ends; an alert that starts later than
+that is about something else). Its model is read from its labels (`model_name`, else the
+namespace or instance the fleet gave that model); a notification of no model (the watchdog,
+a rule about the whole job) belongs to no incident. What a notification is, a page or a
+ticket, is where Alertmanager sent it: a page receiver wakes someone, any other is a ticket
+or a chat message; ignored receivers (the watchdog's dead man's switch) are not notifications.
+
+Per incident: paged, ticketed or missed; seconds from its start to the first page; how many
+notifications it made (each firing post counts: a group's first notification, its updates
+and repeats; resolved posts do not). Over the healthy time (no incident window, or a window
+whose incident must not notify), model by model: pages and tickets, and pages per day of 100
+replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .scenario import Incident, Scenario
+
+DAY = 86_400.0
+PER_REPLICAS = 100  # the issue's yardstick: pages per simulated day on 100 replicas
+GRACE = 1800.0  # after an incident's end: the 30-minute short window of the slow burn tier
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One webhook post, its times in seconds after the start of the run."""
+
+    at: float  # when the webhook received it
+    started: float  # when its earliest firing alert started (startsAt)
+    receiver: str
+    status: str  # firing | resolved
+    alerts: tuple[Mapping[str, str], ...]  # the label sets of its alerts
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Which receivers page; which are not notifications at all (the watchdog's)."""
+
+    page: frozenset[str]
+    ignore: frozenset[str] = frozenset()
+
+    def kind(self, n: Notification) -> str | None:
+        if n.receiver in self.ignore:
+            return None
+        return "page" if n.receiver in self.page else "ticket"
+
+
+@dataclass
+class IncidentScore:
+    id: str
+    kind: str
+    expect: str
+    pages: int = 0
+    tickets: int = 0
+    time_to_page: float | None = None  # seconds from the incident's start to its first page
+    time_to_notify: float | None = None  # to its first notification of any kind
+    alertnames: set[str] = field(default_factory=set)
+    budget: float | None = None  # the most time_to_page may be (None: no budget for this kind)
+
+    @property
+    def notifications(self) -> int:
+        return self.pages + self.tickets
+
+    @property
+    def verdict(self) -> str:
+        return "paged" if self.pages else "ticketed" if self.tickets else "missed"
+
+    @property
+    def ok(self) -> bool:
+        """What the incident deserves, and nothing more: a page in time for `page`, a ticket and
+        no page for `ticket`, nothing at all for `none`."""
+        if self.expect == "page":
+            return bool(self.pages) and (self.budget is None or self.time_to_page <= self.budget)
+        if self.expect == "ticket":
+            return not self.pages and bool(self.tickets)
+        return not self.notifications
+
+
+@dataclass
+class Score:
+    incidents: list[IncidentScore]
+    stray_pages: list[Notification]  # pages of no incident
+    stray_tickets: list[Notification]
+    healthy_replica_seconds: float  # each replica's time outside its model's incident windows, summed
+
+    @property
+    def healthy_pages(self) -> int:
+        """Pages while nothing deserved one: stray pages and pages of incidents that must not notify."""
+        return len(self.stray_pages) + sum(i.pages for i in self.incidents if i.expect == "none")
+
+    @property
+    def undeserved_pages(self) -> int:
+        """Every page no incident deserved, a ticket-worthy cause's included."""
+        return len(self.stray_pages) + sum(i.pages for i in self.incidents if i.expect != "page")
+
+    @property
+    def pages_per_day_per_100(self) -> float:
+        """Healthy pages per day of 100 replicas (a replica-day is one replica healthy for a day)."""
+        if self.healthy_replica_seconds <= 0:
+            return float("nan")
+        return self.healthy_pages / self.healthy_replica_seconds * DAY * PER_REPLICAS
+
+
+def model_finder(
+    scenario: Scenario, instances: Mapping[str, str] | None = None
+) -> Callable[[Mapping[str, str]], str | None]:
+    """The model an alert is about, from its labels: model_name, else its namespace (each model of
+    a scenario has its own), else its instance (`instances`: instance -> model)."""
+    models = {m.model for m in scenario.fleet}
+    namespaces = {m.namespace: m.model for m in scenario.fleet}
+    by_instance = dict(instances or {})
+
+    def model_of(labels: Mapping[str, str]) -> str | None:
+        if labels.get("model_name") in models:
+            return labels["model_name"]
+        if labels.get("namespace") in namespaces:
+            return namespaces[labels["namespace"]]
+        return by_instance.get(labels.get("instance", ""))
+
+    return model_of
+
+
+def score(
+    scenario: Scenario,
+    notifications: Iterable[Notification],
+    routing: Routing,
+    model_of: Callable[[Mapping[str, str]], str | None],
+    budgets: Mapping[str, float] | None = None,
+    grace: float = GRACE,
+) -> Score:
+    budgets = budgets or {}
+    rows = {
+        i.id: IncidentScore(
+            i.id, i.kind, i.expect, budget=budgets.get(i.kind) if i.expect == "page" else None
+        )
+        for i in scenario.incidents
+    }
+    stray_pages: list[Notification] = []
+    stray_tickets: list[Notification] = []
+    for n in sorted(notifications, key=lambda n: n.at):
+        kind = routing.kind(n)
+        if kind is None or n.status != "firing":
+            continue
+        incident = _incident_of(n, scenario.incidents, model_of, grace)
+        if incident is None:
+            (stray_pages if kind == "page" else stray_tickets).append(n)
+            continue
+        row = rows[incident.id]
+        since = n.at - incident.at
+        row.alertnames |= {a.get("alertname", "") for a in n.alerts}
+        if row.time_to_notify is None:
+            row.time_to_notify = since
+        if kind == "page":
+            row.pages += 1
+            if row.time_to_page is None:
+                row.time_to_page = since
+        else:
+            row.tickets += 1
+    return Score(
+        incidents=[rows[i.id] for i in scenario.incidents],
+        stray_pages=stray_pages,
+        stray_tickets=stray_tickets,
+        healthy_replica_seconds=sum(
+            m.replicas * (scenario.duration - _covered(scenario, m.model, grace)) for m in scenario.fleet
+        ),
+    )
+
+
+def _incident_of(
+    n: Notification,
+    incidents: Iterable[Incident],
+    model_of: Callable[[Mapping[str, str]], str | None],
+    grace: float,
+) -> Incident | None:
+    models = {model_of(a) for a in n.alerts} - {None}
+    for incident in incidents:
+        if incident.target.model in models and incident.at <= n.started <= incident.end + grace:
+            return incident
+    return None
+
+
+def _covered(scenario: Scenario, model: str, grace: float) -> float:
+    """Seconds of the run inside a window of an incident on `model` that deserves a notification
+    (a window that must stay silent is healthy time)."""
+    spans = sorted(
+        (i.at, min(scenario.duration, i.end + grace))
+        for i in scenario.incidents
+        if i.expect != "none" and i.target.model == model
+    )
+    covered, reach = 0.0, 0.0
+    for start, end in spans:
+        start = max(start, reach)
+        if end > start:
+            covered += end - start
+            reach = end
+    return covered

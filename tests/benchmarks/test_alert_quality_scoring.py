@@ -1,0 +1,171 @@
+"""The scoring of an alert-quality run: which incident a notification belongs to, what it is,
+and the figures per incident and over healthy time, checked by hand on small schedules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks.alert_quality.scenario import parse_scenario
+from benchmarks.alert_quality.scoring import Notification, Routing, model_finder, score
+
+ROUTING = Routing(page=frozenset({"critical-pagerduty"}), ignore=frozenset({"watchdog-webhook"}))
+
+# Two models; chat has an outage (page) from 10 to 20 min and a slow replica (ticket) from 60 to
+# 70 min; code has a planned restart (must not notify) from 30 to 40 min. Two hours in all.
+SCHEDULE = {
+    "name": "scoring",
+    "duration": "2h",
+    "fleet": [
+        {"model": "chat", "namespace": "llm-chat", "replicas": 6, "trace": "conv", "per_replica_rate": 1.0},
+        {"model": "code", "namespace": "llm-code", "replicas": 4, "trace": "code", "per_replica_rate": 1.0},
+    ],
+    "incidents": [
+        {
+            "id": "outage",
+            "kind": "engine_death",
+            "at": "10m",
+            "duration": "10m",
+            "target": {"model": "chat", "fraction": 0.5},
+            "expect": "page",
+        },
+        {
+            "id": "slow",
+            "kind": "slow_replica",
+            "at": "60m",
+            "duration": "10m",
+            "factor": 3.0,
+            "target": {"model": "chat", "replicas": 1},
+            "expect": "ticket",
+        },
+        {
+            "id": "restart",
+            "kind": "rolling_restart",
+            "at": "30m",
+            "duration": "10m",
+            "per_replica": "45s",
+            "target": {"model": "code"},
+            "expect": "none",
+        },
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    return parse_scenario(SCHEDULE, "test")
+
+
+def note(at, receiver, alertname, started=None, status="firing", **labels):
+    return Notification(
+        at=at,
+        started=at if started is None else started,
+        receiver=receiver,
+        status=status,
+        alerts=({"alertname": alertname, **labels},),
+    )
+
+
+def run(scenario, *notes, budgets=None, instances=None):
+    return score(scenario, notes, ROUTING, model_finder(scenario, instances), budgets=budgets)
+
+
+def by_id(result):
+    return {row.id: row for row in result.incidents}
+
+
+def test_a_page_in_time_is_what_an_outage_deserves(scenario):
+    result = run(
+        scenario,
+        note(600 + 40, "warning-slack", "VllmEngineDead", model_name="chat"),
+        note(600 + 55, "critical-pagerduty", "VllmModelCapacityLow", model_name="chat"),
+        note(600 + 355, "critical-pagerduty", "VllmModelCapacityLow", model_name="chat"),  # a repeat
+        budgets={"engine_death": 60},
+    )
+    outage = by_id(result)["outage"]
+    assert (outage.verdict, outage.pages, outage.tickets, outage.notifications) == ("paged", 2, 1, 3)
+    assert outage.time_to_page == 55 and outage.time_to_notify == 40
+    assert outage.alertnames == {"VllmEngineDead", "VllmModelCapacityLow"}
+    assert outage.ok
+    late = by_id(
+        run(
+            scenario,
+            note(600 + 61, "critical-pagerduty", "X", model_name="chat"),
+            budgets={"engine_death": 60},
+        )
+    )["outage"]
+    assert late.verdict == "paged" and not late.ok
+
+
+def test_a_missed_or_merely_ticketed_outage_is_not_ok(scenario):
+    assert by_id(run(scenario))["outage"].verdict == "missed"
+    ticketed = by_id(run(scenario, note(700, "warning-slack", "VllmEngineDead", model_name="chat")))["outage"]
+    assert ticketed.verdict == "ticketed" and not ticketed.ok
+
+
+def test_a_cause_deserves_a_ticket_and_no_page(scenario):
+    ticket = note(3600 + 300, "warning-slack", "VllmHighTimeToFirstToken", model_name="chat")
+    assert by_id(run(scenario, ticket))["slow"].ok
+    paged = run(scenario, ticket, note(3600 + 320, "critical-pagerduty", "VllmTTFTBurn", model_name="chat"))
+    assert not by_id(paged)["slow"].ok
+    assert paged.undeserved_pages == 1 and paged.healthy_pages == 0
+
+
+def test_an_event_that_must_not_notify_fails_on_a_ticket_and_its_page_counts_as_healthy(scenario):
+    assert by_id(run(scenario))["restart"].ok
+    ticket = run(scenario, note(1800 + 60, "warning-slack", "VllmTargetDown", namespace="llm-code"))
+    assert by_id(ticket)["restart"].verdict == "ticketed" and not by_id(ticket)["restart"].ok
+    page = run(scenario, note(1800 + 60, "critical-pagerduty", "VllmModelCapacityLow", namespace="llm-code"))
+    assert page.healthy_pages == 1 and page.undeserved_pages == 1
+
+
+def test_a_notification_belongs_by_when_its_alert_started_and_the_model(scenario):
+    # Sent well after the outage, but its alert started within the window's grace (30 min after the end).
+    late_start = note(
+        1200 + 1700, "critical-pagerduty", "VllmAvailabilityBurn", started=1200 + 1700, model_name="chat"
+    )
+    assert by_id(run(scenario, late_start))["outage"].pages == 1
+    # Started after the grace: about something else.
+    after = run(scenario, note(1200 + 1801, "critical-pagerduty", "X", model_name="chat"))
+    assert by_id(after)["outage"].pages == 0 and len(after.stray_pages) == 1
+    # A repeat sent after the grace of an alert that started during the outage still belongs to it.
+    repeat = note(1200 + 3000, "critical-pagerduty", "X", started=700, model_name="chat")
+    assert by_id(run(scenario, repeat))["outage"].pages == 1
+    # The same moment, another model: not this incident's.
+    other = run(scenario, note(700, "critical-pagerduty", "X", model_name="code"))
+    assert by_id(other)["outage"].pages == 0 and len(other.stray_pages) == 1
+
+
+def test_the_model_comes_from_model_name_namespace_or_instance(scenario):
+    instances = {"10.0.0.7:8000": "chat"}
+    for labels in ({"model_name": "chat"}, {"namespace": "llm-chat"}, {"instance": "10.0.0.7:8000"}):
+        result = run(scenario, note(700, "critical-pagerduty", "X", **labels), instances=instances)
+        assert by_id(result)["outage"].pages == 1, labels
+    nameless = run(
+        scenario, note(700, "critical-pagerduty", "VllmMetricsAbsent", job="vllm"), instances=instances
+    )
+    assert by_id(nameless)["outage"].pages == 0 and len(nameless.stray_pages) == 1
+
+
+def test_the_watchdog_and_resolved_posts_are_not_notifications(scenario):
+    result = run(
+        scenario,
+        note(700, "watchdog-webhook", "WatchdogVllmObs"),
+        note(5000, "watchdog-webhook", "WatchdogVllmObs"),
+        note(900, "critical-pagerduty", "VllmModelCapacityLow", status="resolved", model_name="chat"),
+    )
+    assert by_id(result)["outage"].notifications == 0 and not result.stray_pages and not result.stray_tickets
+
+
+def test_pages_per_day_on_100_replicas_over_healthy_time(scenario):
+    # chat (6 replicas) is unhealthy from 10 to 50 min (outage + grace) and from 60 to 100 min
+    # (slow + grace): 80 of its 120 minutes; code's restart must not notify, so all 120 of code's
+    # 4 replicas' minutes are healthy. Healthy replica-seconds: 6 * 40 * 60 + 4 * 120 * 60.
+    healthy = 6 * 40 * 60 + 4 * 120 * 60
+    stray = note(7000, "critical-pagerduty", "X", model_name="code")
+    result = run(scenario, stray, note(1800 + 60, "critical-pagerduty", "Y", model_name="code"))
+    assert result.healthy_replica_seconds == healthy
+    assert result.healthy_pages == 2
+    assert math.isclose(result.pages_per_day_per_100, 2 / healthy * 86_400 * 100)
+    assert run(scenario).pages_per_day_per_100 == 0
