@@ -241,7 +241,7 @@ def summary(results: dict) -> str:
     parts = [
         f"## {results['engines']} engines, {results['minutes']:.0f} min, dashboards over {results['range_s'] / 60:.0f} min "
         f"(step {results['step_s']:.0f} s, $__rate_interval {results['rate_interval']})\n",
-        f"{results['prometheus_version']}; bundle from generator commit {results.get('generator_commit', '?')[:10]}; started {results['started']}; load at start {results['load_at_start']}, at end {results['load_at_end']}.\n",
+        f"{results['prometheus_version']}; bundle from generator commit {results.get('generator_commit', '?')[:10]}; started {results['started']}; load at start {results['load_at_start']}, at end {results.get('load_at_end', 'not recorded (stopped before the baseline)')}.\n",
         machine(results),
         "### Rule evaluation\n",
         rule_table(results["rule_evaluation"]),
