@@ -438,6 +438,9 @@ class RecordedHistogram:
     short: str  # the rule group's name: vllm-obs.recording-<short>
     replica: tuple[str, ...]  # per replica: quantiles of QUANTILES, and "mean"
     fleet: bool = False  # p50/p95/p99 per model, from a recorded per-model bucket rate
+    # The per-model rules in a group of their own (evaluated beside the per-replica ones), or
+    # after the per-replica ones in theirs: a light pair, and one group fewer sharing the cores.
+    fleet_apart: bool = True
 
 
 EVERY_QUANTILE = tuple(QUANTILES)
@@ -452,7 +455,9 @@ HISTOGRAMS = (
     # The per-replica distributions of Instance and model, and KV cache and scheduler:
     # computed per panel, each cost a fleet-wide refresh 6-20 s at 1,000 replicas. The
     # Overview reads this one per model too (from the raw buckets, 1-2 s a quantile).
-    RecordedHistogram("request_time_per_output_token", "tpot-request", EVERY_QUANTILE, fleet=True),
+    RecordedHistogram(
+        "request_time_per_output_token", "tpot-request", EVERY_QUANTILE, fleet=True, fleet_apart=False
+    ),
     RecordedHistogram("request_prompt_tokens", "prompt-length", EVERY_QUANTILE),
     RecordedHistogram("request_generation_tokens", "output-length", EVERY_QUANTILE),
     RecordedHistogram("iteration_tokens", "step-tokens", ("p50", "p99")),

@@ -214,11 +214,6 @@ local values = import '../lib/values.libsonnet';
             record: 'job_instance_model:vllm_request_time_per_output_token_seconds:p99_' + v.rateWindow,
             expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_time_per_output_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
-        ],
-      },
-      {
-        name: 'vllm-obs.recording-tpot-request-fleet',
-        rules: [
           {
             record: 'job_model:vllm_request_time_per_output_token_seconds_bucket:rate' + v.rateWindow,
             expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_time_per_output_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',

@@ -22,10 +22,13 @@ def recording_groups(v: Vocabulary) -> list[Group]:
     parts = []
     for spec in HISTOGRAMS:
         replica, fleet = _histogram_recordings(v, spec)
-        parts += [
-            (f"vllm-obs.recording-{spec.short}", replica),
-            (f"vllm-obs.recording-{spec.short}-fleet", fleet),
-        ]
+        if spec.fleet_apart:
+            parts += [
+                (f"vllm-obs.recording-{spec.short}", replica),
+                (f"vllm-obs.recording-{spec.short}-fleet", fleet),
+            ]
+        else:
+            parts.append((f"vllm-obs.recording-{spec.short}", replica + fleet))
     parts += [
         ("vllm-obs.recording-traffic", _traffic_recordings(v)),
         ("vllm-obs.recording-saturation", _saturation_recordings(v)),
