@@ -179,7 +179,7 @@ def _progress(res: Resolution, cfg: BundleConfig, f: Filters) -> Panel | None:
     n = f.names
     in_flight = f"({n.requests_running}{f.replica} + {n.requests_waiting}{f.replica})"
     tokens = f"{n.generation_tokens}{f.replica}"
-    keys = f"{f.per_replica}, model_name"
+    keys = f.per_replica_model
     # Worst first: requests in flight per token/s (+1 so that no tokens at all ranks highest).
     stuck = f.worst(f"({in_flight} / ({tokens} + 1))")
     return Panel(
@@ -210,14 +210,14 @@ def _corrupted(res: Resolution, f: Filters) -> Panel | None:
             "model or the hardware; they return garbage."
         ),
         unit="reqps",
-        queries=(Query(f.worst(f.rate(sig, f"{f.per_replica}, model_name")), "{{instance}} {{model_name}}"),),
+        queries=(Query(f.worst(f.rate(sig, f.per_replica_model)), "{{instance}} {{model_name}}"),),
         min=0,
     )
 
 
 def _probe_panels(f: Filters) -> tuple[Panel, ...]:
     """What the one-token canary request sees: the only view of an engine that hangs with /health at 200."""
-    per = f"{f.per_replica}, model_name"
+    per = f.per_replica_model
     return (
         Panel(
             title="Canary probe success",

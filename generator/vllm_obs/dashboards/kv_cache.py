@@ -11,15 +11,17 @@ from .panels.common import (
     FLEET_LINES,
     LEGEND,
     LOWEST_LINES,
+    QUEUE_LINES,
     WARN,
     fleet_queries,
     keep,
+    queue_queries,
     recorded_percentiles,
 )
 from .panels.engines import engine_panels
 from .panels.features import admission_panels, cache_panels, residency_panels
 from .panels.kv_transfer import connector_failures, connector_panels, offload_panels
-from .panels.queries import RATE, TOP, Filters
+from .panels.queries import RATE, Filters
 from .spec import Dashboard, Panel, Query, Row
 
 
@@ -141,7 +143,6 @@ def _memory(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]
 
 
 def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
-    n = f.names
     a = cfg.alerts
     out: list[Panel] = []
     if res.has("requests_waiting", "requests_running"):
@@ -151,11 +152,10 @@ def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
                 description=(
                     "A growing queue with KV cache to spare means the scheduler limits (--max-num-seqs, "
                     "--max-num-batched-tokens) are the bottleneck (VllmSchedulerThrottled). Dashed: the "
-                    f"VllmQueueDepthHigh threshold. {FLEET_LINES} Running: the {TOP} busiest."
+                    f"VllmQueueDepthHigh threshold. {QUEUE_LINES}"
                 ),
                 unit="none",
-                queries=fleet_queries(f, f"{n.requests_waiting}{f.replica}", LEGEND, label="waiting")
-                + (Query(f.worst(f"{n.requests_running}{f.replica}"), f"running {LEGEND}"),),
+                queries=queue_queries(f),
                 thresholds=((queue_threshold(a)[0], WARN),),
                 min=0,
             )

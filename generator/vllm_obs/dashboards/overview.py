@@ -11,15 +11,17 @@ from .panels.common import (
     CRIT,
     FLEET_LINES,
     LEGEND,
+    QUEUE_LINES,
     WARN,
     error_panel,
     fleet_queries,
     heatmap,
     keep,
     latency_panel,
+    queue_queries,
     stat,
 )
-from .panels.queries import TOP, Filters
+from .panels.queries import Filters
 from .panels.replicas import replicas_table
 from .spec import Dashboard, Panel, Query, Row
 
@@ -310,11 +312,10 @@ def _load(res: Resolution, cfg: BundleConfig, f: Filters, n: Names, a) -> tuple[
                 title="Requests running and waiting",
                 description=(
                     f"Per replica. Dashed line: the queue alert threshold ({queue_threshold(a)[0]:g}). "
-                    f"{FLEET_LINES} Running: the {TOP} busiest. Click a line to open that replica."
+                    f"{QUEUE_LINES} Click a line to open that replica."
                 ),
                 unit="none",
-                queries=fleet_queries(f, f"{n.requests_waiting}{f.replica}", LEGEND, label="waiting")
-                + (Query(f.worst(f"{n.requests_running}{f.replica}"), f"running {LEGEND}"),),
+                queries=queue_queries(f),
                 thresholds=((queue_threshold(a)[0], WARN),),
                 min=0,
                 drill="instance",

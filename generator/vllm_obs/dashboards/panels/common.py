@@ -125,6 +125,18 @@ def fleet_queries(
     )
 
 
+def queue_queries(f: Filters) -> tuple[Query, ...]:
+    """Waiting requests per replica as fleet lines, and the busiest replicas' running requests
+    (QUEUE_LINES says so)."""
+    n = f.names
+    return fleet_queries(f, f"{n.requests_waiting}{f.replica}", LEGEND, label="waiting") + (
+        Query(f.worst(f"{n.requests_running}{f.replica}"), f"running {LEGEND}"),
+    )
+
+
+QUEUE_LINES = f"{FLEET_LINES} Running: the {TOP} busiest."
+
+
 def heatmap(
     f: Filters, sig: Signal | Family, title: str, what: str, unit: str, recorded: bool = False
 ) -> Panel:

@@ -21,7 +21,7 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
     if anchor is None or not anchor.has_label("engine"):
         return ()
     by = f"{f.per_replica}, engine"
-    replica = f"{f.per_replica}, model_name"
+    replica = f.per_replica_model
     # Each panel draws the worst engines and the spread of all (a fleet has thousands).
     out: list[Panel] = []
     for key, title, what in (

@@ -63,9 +63,14 @@ class Filters:
         return by(self.scope.server)
 
     @property
+    def per_replica_model(self) -> str:
+        """`by` labels for one line per server and model, on any dashboard."""
+        return f"{self.per_replica}, model_name"
+
+    @property
     def per_model(self) -> str:
         """`by` labels of a breakdown's lines: per replica and model, or per model on a fleet dashboard."""
-        return by(self.scope.fleet_model) if self.fleet else f"{self.per_replica}, model_name"
+        return by(self.scope.fleet_model) if self.fleet else self.per_replica_model
 
     @property
     def legend(self) -> str:
