@@ -204,9 +204,11 @@ def time_panels(
     max_wait_s: float,
     budget_s: float,
     log=print,
+    raw: bool = True,
 ) -> list[dict]:
     """query_range of every panel query over the last `range_s`, recorded and raw, `repeats`
-    times each, back to back so that the machine's state hits both alike. Before each
+    times each, back to back so that the machine's state hits both alike (`raw` False: the
+    recorded ones only, their raw figures NaN). Before each
     repeat, wait (at most `max_wait_s`, and `budget_s` in all) until other work leaves the
     CPU (uses less than `quiet_cores`); the medians are over the repeats that stayed quiet,
     or over all of them (flagged) when none did."""
@@ -223,8 +225,10 @@ def time_panels(
                     meter.wait_quiet(quiet_cores, min(max_wait_s, left))
                 meter.reading()
                 recorded = prom.timed_range(q.expr, start, end, step_s)
-                raw = prom.timed_range(q.raw, start, end, step_s) if q.uses_recording_rules else recorded
-                runs.append((recorded, raw, meter.others()))
+                unrecorded = recorded
+                if raw and q.uses_recording_rules:
+                    unrecorded = prom.timed_range(q.raw, start, end, step_s)
+                runs.append((recorded, unrecorded, meter.others()))
         except (RuntimeError, OSError) as exc:
             log(f"  {q.dashboard} / {q.panel}: FAILED {exc}")
             rows.append(
@@ -243,11 +247,11 @@ def time_panels(
             "quiet_repeats": len(quiet),
             "other_cores": [r[2] for r in runs],
             "recorded_s": statistics.median(r[0].wall_s for r in kept),
-            "raw_s": statistics.median(r[1].wall_s for r in kept),
+            "raw_s": statistics.median(r[1].wall_s for r in kept) if raw else math.nan,
             "recorded_exec_s": statistics.median(_exec(r[0].stats) for r in kept),
-            "raw_exec_s": statistics.median(_exec(r[1].stats) for r in kept),
+            "raw_exec_s": statistics.median(_exec(r[1].stats) for r in kept) if raw else math.nan,
             "recorded_samples": runs[0][0].stats.get("samples", {}).get("totalQueryableSamples"),
-            "raw_samples": runs[0][1].stats.get("samples", {}).get("totalQueryableSamples"),
+            "raw_samples": runs[0][1].stats.get("samples", {}).get("totalQueryableSamples") if raw else None,
             "series": runs[0][0].series,
             "bytes": runs[0][0].bytes,
         }

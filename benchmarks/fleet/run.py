@@ -223,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         default=2700,
         help="seconds of such waiting in all (default 45 min)",
     )
+    parser.add_argument(
+        "--skip-raw",
+        action="store_true",
+        help="time the panel queries only as written, not their raw-series versions (the raw SLO windows take minutes)",
+    )
     parser.add_argument("--unhealthy", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--port", type=int, default=0, help="simulator port (default: a free one)")
@@ -391,6 +396,7 @@ def run_main(
             args.max_quiet_wait,
             args.quiet_wait_budget,
             log,
+            raw=not args.skip_raw,
         )
         result["dashboards"] = measure.dashboard_totals(result["panels"])
         result["dashboards_load"] = {"before": load_before, "after": loadavg()}

@@ -431,34 +431,28 @@ def vocabulary(res: Resolution, cfg: BundleConfig) -> Vocabulary:
 
 @dataclass(frozen=True)
 class RecordedHistogram:
-    """What the bundle records of one histogram: only what an alert or a panel reads, since
-    every per-replica statistic is one more read of every engine's series on every evaluation."""
+    """What the bundle records of one histogram: only what an alert or a fleet-wide panel reads,
+    since every per-replica statistic is one more read of every engine's series on every
+    evaluation. One replica's dashboard (Instance and model) computes the rest from the raw
+    series: for the few replicas it shows that costs about what reading a recorded one does."""
 
     key: str
     short: str  # the rule group's name: vllm-obs.recording-<short>
     replica: tuple[str, ...]  # per replica: quantiles of QUANTILES, and "mean"
     fleet: bool = False  # p50/p95/p99 per model, from a recorded per-model bucket rate
-    # The per-model rules in a group of their own (evaluated beside the per-replica ones), or
-    # after the per-replica ones in theirs: a light pair, and one group fewer sharing the cores.
-    fleet_apart: bool = True
 
 
 EVERY_QUANTILE = tuple(QUANTILES)
 HISTOGRAMS = (
+    # Per replica: the p95 of the replica warnings and the Overview's replica table, beside
+    # the p50 and p99 that Instance and model draws with it over the same window.
     RecordedHistogram("time_to_first_token", "ttft", EVERY_QUANTILE, fleet=True),
     RecordedHistogram("inter_token_latency", "itl", EVERY_QUANTILE, fleet=True),
-    RecordedHistogram("e2e_request_latency", "e2e", EVERY_QUANTILE, fleet=True),
-    RecordedHistogram("request_queue_time", "queue", (*EVERY_QUANTILE, "mean"), fleet=True),
-    # "Where the time goes" stacks the phases' p95 and their means.
-    RecordedHistogram("request_prefill_time", "prefill", ("p95", "mean")),
-    RecordedHistogram("request_decode_time", "decode", ("p95", "mean")),
-    # The per-replica distributions of Instance and model, and KV cache and scheduler:
-    # computed per panel, each cost a fleet-wide refresh 6-20 s at 1,000 replicas. The
-    # Overview reads this one per model too (from the raw buckets, 1-2 s a quantile).
-    RecordedHistogram(
-        "request_time_per_output_token", "tpot-request", EVERY_QUANTILE, fleet=True, fleet_apart=False
-    ),
-    RecordedHistogram("request_prompt_tokens", "prompt-length", EVERY_QUANTILE),
-    RecordedHistogram("request_generation_tokens", "output-length", EVERY_QUANTILE),
+    RecordedHistogram("request_queue_time", "queue", EVERY_QUANTILE, fleet=True),
+    # Per model only: the Overview's latency panels and heatmaps.
+    RecordedHistogram("e2e_request_latency", "e2e", (), fleet=True),
+    RecordedHistogram("request_time_per_output_token", "tpot-request", (), fleet=True),
+    # The KV cache and scheduler dashboard's worst steps and their spread across replicas.
     RecordedHistogram("iteration_tokens", "step-tokens", ("p50", "p99")),
 )
+RECORDED_HISTOGRAMS = {h.key: h for h in HISTOGRAMS}

@@ -1239,7 +1239,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'Batch size in tokens per engine iteration (prefill and decode together): a p99 pinned at --max-num-batched-tokens means steps are full. Lines: the 5 highest at each moment (each shows while it is among them), and the median and 90th percentile of all those selected (per model where the line names one). p50/p99 over ' + v.rateWindow + '; mean over the panel\'s interval.',
+          description: 'Batch size in tokens per engine iteration (prefill and decode together): a p99 pinned at --max-num-batched-tokens means steps are full. Lines: the 5 highest at each moment (each shows while it is among them), and the median and 90th percentile of all those selected (per model where the line names one). p50/p99 over ' + v.rateWindow + '; mean over the panel\'s rate interval.',
           editable: true,
           'error': false,
           fieldConfig: {
@@ -1801,7 +1801,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'Requests in each engine\'s batch. Lines: the 5 highest at each moment (each shows while it is among them), and the median and 90th percentile of all those selected (per model where the line names one).',
+          description: 'Requests in each engine\'s batch. Lines: the 5 highest engines at each moment (each shows while it is among them).',
           editable: true,
           'error': false,
           fieldConfig: {
@@ -1908,42 +1908,6 @@ local values = import '../lib/values.libsonnet';
               step: 10,
               target: '',
             },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr: 'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (vllm:num_requests_running{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'median',
-              metric: '',
-              query: 'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (vllm:num_requests_running{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
-              refId: 'B',
-              step: 10,
-              target: '',
-            },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr: 'quantile (0.9, sum by (' + v.clusterBy + 'instance, engine) (vllm:num_requests_running{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'p90',
-              metric: '',
-              query: 'quantile (0.9, sum by (' + v.clusterBy + 'instance, engine) (vllm:num_requests_running{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
-              refId: 'C',
-              step: 10,
-              target: '',
-            },
           ],
           timeFrom: null,
           timeShift: null,
@@ -1958,7 +1922,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'Requests queued at each engine. Lines: the 5 highest at each moment (each shows while it is among them), and the median and 90th percentile of all those selected (per model where the line names one).',
+          description: 'Requests queued at each engine. Lines: the 5 highest engines at each moment (each shows while it is among them).',
           editable: true,
           'error': false,
           fieldConfig: {
@@ -2062,42 +2026,6 @@ local values = import '../lib/values.libsonnet';
               metric: '',
               query: 'topk(5, sum by (' + v.clusterBy + 'instance, engine) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
               refId: 'A',
-              step: 10,
-              target: '',
-            },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr: 'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'median',
-              metric: '',
-              query: 'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
-              refId: 'B',
-              step: 10,
-              target: '',
-            },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr: 'quantile (0.9, sum by (' + v.clusterBy + 'instance, engine) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'p90',
-              metric: '',
-              query: 'quantile (0.9, sum by (' + v.clusterBy + 'instance, engine) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
-              refId: 'C',
               step: 10,
               target: '',
             },
@@ -2218,8 +2146,9 @@ local values = import '../lib/values.libsonnet';
                 uid: '${datasource}',
               },
               expr:
-                'topk(5, max by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'topk(5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2228,8 +2157,9 @@ local values = import '../lib/values.libsonnet';
               legendFormat: '{{instance}} {{model_name}}',
               metric: '',
               query:
-                'topk(5, max by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'topk(5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               refId: 'A',
               step: 10,
               target: '',
@@ -2240,8 +2170,9 @@ local values = import '../lib/values.libsonnet';
                 uid: '${datasource}',
               },
               expr:
-                'quantile by (model_name) (0.5, max by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'quantile by (model_name) (0.5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2250,8 +2181,9 @@ local values = import '../lib/values.libsonnet';
               legendFormat: 'median {{model_name}}',
               metric: '',
               query:
-                'quantile by (model_name) (0.5, max by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'quantile by (model_name) (0.5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               refId: 'B',
               step: 10,
               target: '',
@@ -2262,8 +2194,9 @@ local values = import '../lib/values.libsonnet';
                 uid: '${datasource}',
               },
               expr:
-                'quantile by (model_name) (0.9, max by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'quantile by (model_name) (0.9, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2272,8 +2205,9 @@ local values = import '../lib/values.libsonnet';
               legendFormat: 'p90 {{model_name}}',
               metric: '',
               query:
-                'quantile by (model_name) (0.9, max by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:kv_cache_usage_perc{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'quantile by (model_name) (0.9, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               refId: 'C',
               step: 10,
               target: '',
@@ -2395,8 +2329,9 @@ local values = import '../lib/values.libsonnet';
                 uid: '${datasource}',
               },
               expr:
-                'topk(5, max by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'topk(5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2405,8 +2340,9 @@ local values = import '../lib/values.libsonnet';
               legendFormat: '{{instance}} {{model_name}}',
               metric: '',
               query:
-                'topk(5, max by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'topk(5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               refId: 'A',
               step: 10,
               target: '',
@@ -2417,8 +2353,9 @@ local values = import '../lib/values.libsonnet';
                 uid: '${datasource}',
               },
               expr:
-                'quantile by (model_name) (0.5, max by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'quantile by (model_name) (0.5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2427,8 +2364,9 @@ local values = import '../lib/values.libsonnet';
               legendFormat: 'median {{model_name}}',
               metric: '',
               query:
-                'quantile by (model_name) (0.5, max by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'quantile by (model_name) (0.5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               refId: 'B',
               step: 10,
               target: '',
@@ -2439,8 +2377,9 @@ local values = import '../lib/values.libsonnet';
                 uid: '${datasource}',
               },
               expr:
-                'quantile by (model_name) (0.9, max by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'quantile by (model_name) (0.9, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2449,8 +2388,9 @@ local values = import '../lib/values.libsonnet';
               legendFormat: 'p90 {{model_name}}',
               metric: '',
               query:
-                'quantile by (model_name) (0.9, max by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '})\n' +
-                '- min by (' + v.clusterBy + 'instance, model_name) (vllm:num_requests_waiting{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}))',
+                'quantile by (model_name) (0.9, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
+                'or\n' +
+                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
               refId: 'C',
               step: 10,
               target: '',
@@ -2608,7 +2548,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'Scheduler iterations per second of each engine: an engine at 0 while others step is stuck. Lines: the 5 lowest at each moment (each shows while it is among them), and the median and 10th percentile of all those selected (per model where the line names one).',
+          description: 'Scheduler iterations per second of each engine: an engine at 0 while others step is stuck. Lines: the 5 lowest engines at each moment (each shows while it is among them).',
           editable: true,
           'error': false,
           fieldConfig: {
@@ -2715,42 +2655,6 @@ local values = import '../lib/values.libsonnet';
               step: 10,
               target: '',
             },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr: 'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:iteration_tokens_total_count{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'median',
-              metric: '',
-              query: 'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:iteration_tokens_total_count{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])))',
-              refId: 'B',
-              step: 10,
-              target: '',
-            },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr: 'quantile (0.1, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:iteration_tokens_total_count{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'p10',
-              metric: '',
-              query: 'quantile (0.1, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:iteration_tokens_total_count{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])))',
-              refId: 'C',
-              step: 10,
-              target: '',
-            },
           ],
           timeFrom: null,
           timeShift: null,
@@ -2765,7 +2669,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'Which engine runs out of KV cache and evicts requests. Lines: the 5 highest at each moment (each shows while it is among them), and the median and 90th percentile of all those selected (per model where the line names one).',
+          description: 'Which engine runs out of KV cache and evicts requests. Lines: the 5 highest engines at each moment (each shows while it is among them).',
           editable: true,
           'error': false,
           fieldConfig: {
@@ -2872,42 +2776,6 @@ local values = import '../lib/values.libsonnet';
               step: 10,
               target: '',
             },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr: 'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:num_preemptions_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'median',
-              metric: '',
-              query: 'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:num_preemptions_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])))',
-              refId: 'B',
-              step: 10,
-              target: '',
-            },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr: 'quantile (0.9, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:num_preemptions_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'p90',
-              metric: '',
-              query: 'quantile (0.9, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:num_preemptions_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])))',
-              refId: 'C',
-              step: 10,
-              target: '',
-            },
           ],
           timeFrom: null,
           timeShift: null,
@@ -2922,7 +2790,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'Each engine\'s prefix-cache hit rate: requests sharing a prefix must reach the same engine to hit, so a low rate on one engine is routing, not the cache. Lines: the 5 lowest at each moment (each shows while it is among them), and the median and 10th percentile of all those selected (per model where the line names one).',
+          description: 'Each engine\'s prefix-cache hit rate: requests sharing a prefix must reach the same engine to hit, so a low rate on one engine is routing, not the cache. Lines: the 5 lowest engines at each moment (each shows while it is among them).',
           editable: true,
           'error': false,
           fieldConfig: {
@@ -3032,54 +2900,6 @@ local values = import '../lib/values.libsonnet';
                 '/\n' +
                 '(sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:prefix_cache_queries_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])) > 0))',
               refId: 'A',
-              step: 10,
-              target: '',
-            },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr:
-                'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:prefix_cache_hits_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval]))\n' +
-                '/\n' +
-                '(sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:prefix_cache_queries_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])) > 0))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'median',
-              metric: '',
-              query:
-                'quantile (0.5, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:prefix_cache_hits_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval]))\n' +
-                '/\n' +
-                '(sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:prefix_cache_queries_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])) > 0))',
-              refId: 'B',
-              step: 10,
-              target: '',
-            },
-            {
-              datasource: {
-                type: 'prometheus',
-                uid: '${datasource}',
-              },
-              expr:
-                'quantile (0.1, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:prefix_cache_hits_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval]))\n' +
-                '/\n' +
-                '(sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:prefix_cache_queries_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])) > 0))',
-              format: 'time_series',
-              hide: false,
-              instant: false,
-              interval: '',
-              intervalFactor: 1,
-              legendFormat: 'p10',
-              metric: '',
-              query:
-                'quantile (0.1, sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:prefix_cache_hits_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval]))\n' +
-                '/\n' +
-                '(sum by (' + v.clusterBy + 'instance, engine) (rate(vllm:prefix_cache_queries_total{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name", engine=~"$engine"' + v.vllmExtraMatchers + '}[$__rate_interval])) > 0))',
-              refId: 'C',
               step: 10,
               target: '',
             },

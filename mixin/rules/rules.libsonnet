@@ -85,44 +85,6 @@ local values = import '../lib/values.libsonnet';
         ],
       },
       {
-        name: 'vllm-obs.recording-e2e',
-        rules: [
-          {
-            record: 'job_instance_model:vllm_e2e_request_latency_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_e2e_request_latency_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_e2e_request_latency_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-        ],
-      },
-      {
-        name: 'vllm-obs.recording-e2e-fleet',
-        rules: [
-          {
-            record: 'job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow,
-            expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
-          },
-          {
-            record: 'job_model:vllm_e2e_request_latency_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow + ')',
-          },
-          {
-            record: 'job_model:vllm_e2e_request_latency_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow + ')',
-          },
-          {
-            record: 'job_model:vllm_e2e_request_latency_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow + ')',
-          },
-        ],
-      },
-      {
         name: 'vllm-obs.recording-queue',
         rules: [
           {
@@ -136,13 +98,6 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_instance_model:vllm_request_queue_time_seconds:p99_' + v.rateWindow,
             expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_queue_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_request_queue_time_seconds:mean_' + v.rateWindow,
-            expr:
-              'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_queue_time_seconds_sum{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
-              '/\n' +
-              'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_queue_time_seconds_count{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
           },
         ],
       },
@@ -168,52 +123,29 @@ local values = import '../lib/values.libsonnet';
         ],
       },
       {
-        name: 'vllm-obs.recording-prefill',
+        name: 'vllm-obs.recording-e2e',
         rules: [
           {
-            record: 'job_instance_model:vllm_request_prefill_time_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_prefill_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
+            record: 'job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow,
+            expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
           },
           {
-            record: 'job_instance_model:vllm_request_prefill_time_seconds:mean_' + v.rateWindow,
-            expr:
-              'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_prefill_time_seconds_sum{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
-              '/\n' +
-              'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_prefill_time_seconds_count{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
-          },
-        ],
-      },
-      {
-        name: 'vllm-obs.recording-decode',
-        rules: [
-          {
-            record: 'job_instance_model:vllm_request_decode_time_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_decode_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
+            record: 'job_model:vllm_e2e_request_latency_seconds:p50_' + v.rateWindow,
+            expr: 'histogram_quantile(0.5, job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow + ')',
           },
           {
-            record: 'job_instance_model:vllm_request_decode_time_seconds:mean_' + v.rateWindow,
-            expr:
-              'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_decode_time_seconds_sum{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
-              '/\n' +
-              'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:request_decode_time_seconds_count{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+            record: 'job_model:vllm_e2e_request_latency_seconds:p95_' + v.rateWindow,
+            expr: 'histogram_quantile(0.95, job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow + ')',
+          },
+          {
+            record: 'job_model:vllm_e2e_request_latency_seconds:p99_' + v.rateWindow,
+            expr: 'histogram_quantile(0.99, job_model:vllm_e2e_request_latency_seconds_bucket:rate' + v.rateWindow + ')',
           },
         ],
       },
       {
         name: 'vllm-obs.recording-tpot-request',
         rules: [
-          {
-            record: 'job_instance_model:vllm_request_time_per_output_token_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_time_per_output_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_request_time_per_output_token_seconds:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_time_per_output_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_request_time_per_output_token_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_time_per_output_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
           {
             record: 'job_model:vllm_request_time_per_output_token_seconds_bucket:rate' + v.rateWindow,
             expr: 'sum by (' + v.clusterBy + 'job, model_name, le) (rate(vllm:request_time_per_output_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
@@ -229,40 +161,6 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_model:vllm_request_time_per_output_token_seconds:p99_' + v.rateWindow,
             expr: 'histogram_quantile(0.99, job_model:vllm_request_time_per_output_token_seconds_bucket:rate' + v.rateWindow + ')',
-          },
-        ],
-      },
-      {
-        name: 'vllm-obs.recording-prompt-length',
-        rules: [
-          {
-            record: 'job_instance_model:vllm_request_prompt_tokens:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_prompt_tokens_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_request_prompt_tokens:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_prompt_tokens_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_request_prompt_tokens:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_prompt_tokens_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-        ],
-      },
-      {
-        name: 'vllm-obs.recording-output-length',
-        rules: [
-          {
-            record: 'job_instance_model:vllm_request_generation_tokens:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_generation_tokens_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_request_generation_tokens:p95_' + v.rateWindow,
-            expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_generation_tokens_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_request_generation_tokens:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_generation_tokens_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
         ],
       },

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import BundleConfig
 from ..signals import Resolution
 from ..vocabulary import DASHBOARDS, Vocabulary
-from .panels.common import LEGEND, error_panel, heatmap, keep, latency_panel, recorded_percentiles
+from .panels.common import LEGEND, error_panel, heatmap, keep, latency_panel, replica_percentiles
 from .panels.features import lora_panels, mfu_panels, spec_decode_panels
 from .panels.gpu import gpu_panels
 from .panels.process import configuration_panels, process_panels
@@ -43,7 +43,6 @@ def instance(v: Vocabulary) -> Dashboard:
 
 
 def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
-    n = f.names
     a = cfg.alerts
     out: list[Panel | None] = []
     for key, title, what, warn, crit in (
@@ -64,7 +63,7 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
         ("e2e_request_latency", "End-to-end latency", "request durations", None, None),
     ):
         if key in res.signals:
-            out.append(latency_panel(f, key, title, "job_instance_model", f.replica, LEGEND, warn, crit))
+            out.append(latency_panel(f, key, title, LEGEND, warn, crit))
             out.append(heatmap(f, res[key], f"{title} distribution", what, "s"))
     phases = [
         (key, what)
@@ -79,10 +78,13 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
         out.append(
             Panel(
                 title="Where the time goes (p95)",
-                description="Queue, prefill and decode time: queue means capacity, prefill means long prompts.",
+                description=(
+                    "Queue, prefill and decode time, p95 over the panel's rate interval: queue means capacity, "
+                    "prefill means long prompts."
+                ),
                 unit="s",
                 queries=tuple(
-                    Query(f"{n.quantile(k, 'p95')}{f.replica}", f"{w} {LEGEND}") for k, w in phases
+                    Query(f.quantile(res[k], 0.95, f.per_replica_model), f"{w} {LEGEND}") for k, w in phases
                 ),
                 min=0,
             )
@@ -91,11 +93,11 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
             Panel(
                 title="Mean time per request phase",
                 description=(
-                    f"Mean queue, prefill and decode time per request over {a.rate_window}, stacked: their sum "
-                    "is the mean time a request spends in the engine."
+                    "Mean queue, prefill and decode time per request over the panel's rate interval, stacked: "
+                    "their sum is the mean time a request spends in the engine."
                 ),
                 unit="s",
-                queries=tuple(Query(f"{n.mean(k)}{f.replica}", f"{w} {LEGEND}") for k, w in phases),
+                queries=tuple(Query(f.mean(res[k], f.per_replica_model), f"{w} {LEGEND}") for k, w in phases),
                 stack=True,
                 min=0,
             )
@@ -106,8 +108,6 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
                 f,
                 "request_queue_time",
                 "Queue time",
-                "job_instance_model",
-                f.replica,
                 LEGEND,
                 warn=a.queue_time_p95_warning_seconds,
             )
@@ -115,7 +115,7 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
     if "request_time_per_output_token" in res.signals:
         sig = res["request_time_per_output_token"]
         out.append(
-            recorded_percentiles(
+            replica_percentiles(
                 f,
                 sig,
                 "Time per output token, per request",
@@ -215,7 +215,7 @@ def _workload(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ..
             continue
         sig = res[key]
         out.append(
-            recorded_percentiles(
+            replica_percentiles(
                 f,
                 sig,
                 title,

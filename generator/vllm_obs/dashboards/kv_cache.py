@@ -16,7 +16,7 @@ from .panels.common import (
     fleet_queries,
     keep,
     queue_queries,
-    recorded_percentiles,
+    replica_percentiles,
 )
 from .panels.engines import engine_panels
 from .panels.features import admission_panels, cache_panels, residency_panels
@@ -184,7 +184,7 @@ def _scheduler(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, .
     if "iteration_tokens" in res.signals:
         sig = res["iteration_tokens"]
         out += [
-            recorded_percentiles(
+            replica_percentiles(
                 f,
                 sig,
                 "Tokens per engine step",

@@ -237,7 +237,7 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
     ):
         if key not in res.signals:
             continue
-        out.append(latency_panel(f, key, title, "job_model", f.model, "{{model_name}}", warn, crit))
+        out.append(latency_panel(f, key, title, "{{model_name}}", warn, crit, per_model=True))
         if key in PER_MODEL_BUCKETS:
             out.append(heatmap(f, res[key], f"{title} distribution", what, "s", recorded=True))
     return keep(*out)

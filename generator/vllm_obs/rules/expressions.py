@@ -6,7 +6,7 @@ from ..config import AlertsSection
 from ..errors import BundleError
 from ..exporter_series import LOG, select
 from ..promql import number, seconds, selector
-from ..vocabulary import Vocabulary, by
+from ..vocabulary import QUANTILES, Vocabulary, by
 
 # With alerts.max_num_seqs 0, running requests at their peak of this window stand for the limit.
 PEAK_WINDOW = "1h"
@@ -165,3 +165,24 @@ def processed_tokens(v: Vocabulary, window: str, keep: str) -> str | None:
     if not parts:
         return None
     return sum_of(parts, keep) if len(parts) > 1 else parts[0]
+
+
+def replica_statistic(v: Vocabulary, key: str, stat: str) -> str:
+    """The expression of a histogram's statistic per replica and model (a quantile of QUANTILES,
+    or "mean") from its raw series: what a rule records where HISTOGRAMS asks, and what a
+    runbook quotes where it does not."""
+    by_replica = by(v.scope.instance_model)
+    sig, rate = v.res[key], vllm_rates(v)
+    if stat == "mean":
+        return f"sum by ({by_replica}) ({rate(sig.sum)})\n/\nsum by ({by_replica}) ({rate(sig.count)})"
+    return f"histogram_quantile({QUANTILES[stat]}, sum by ({by_replica}, le) ({rate(sig.bucket)}))"
+
+
+def vllm_rates(v: Vocabulary):
+    """rate(name{the vLLM selector, extra matchers}[the alerts' rate window]), for vLLM's series."""
+    w, s = v.cfg.alerts.rate_window, v.vllm
+
+    def rate_of(name: str, *extra: str) -> str:
+        return f"rate({selector(name, s, *extra)}[{w}])"
+
+    return rate_of

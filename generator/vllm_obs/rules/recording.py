@@ -7,7 +7,7 @@ from ..promql import quote, selector
 from ..signals import FOUNDATIONS
 from ..vocabulary import HISTOGRAMS, QUANTILES, RecordedHistogram, Vocabulary, by
 from .areas import capacity, features, gpu, slo_burn
-from .expressions import max_of, minus, sum_of
+from .expressions import max_of, minus, replica_statistic, sum_of, vllm_rates
 from .model import Group, Recording
 
 
@@ -18,11 +18,11 @@ def recording_groups(v: Vocabulary) -> list[Group]:
     # A histogram's per-replica quantiles read its raw buckets once per quantile, which is
     # the bulk of a fleet's rule work; its fleet quantiles read one recorded per-model bucket
     # rate (a few series per model), in a group of their own with it so that they see this
-    # evaluation's rate, not the previous one.
+    # evaluation's rate, not the previous one. A histogram with only one of the two has one group.
     parts = []
     for spec in HISTOGRAMS:
         replica, fleet = _histogram_recordings(v, spec)
-        if spec.fleet_apart:
+        if replica and fleet:
             parts += [
                 (f"vllm-obs.recording-{spec.short}", replica),
                 (f"vllm-obs.recording-{spec.short}-fleet", fleet),
@@ -41,15 +41,6 @@ def recording_groups(v: Vocabulary) -> list[Group]:
     return groups
 
 
-def _rate_of(v: Vocabulary):
-    w, s = v.cfg.alerts.rate_window, v.vllm
-
-    def rate_of(name: str, *extra: str) -> str:
-        return f"rate({selector(name, s, *extra)}[{w}])"
-
-    return rate_of
-
-
 def _histogram_recordings(v: Vocabulary, spec: RecordedHistogram) -> tuple[list[Recording], list[Recording]]:
     """Of one histogram: its statistics per replica; and, where the spec asks, the per-model
     bucket rate with p50/p95/p99 per model read from it."""
@@ -59,24 +50,12 @@ def _histogram_recordings(v: Vocabulary, spec: RecordedHistogram) -> tuple[list[
         return [], []
     n = v.names
     sc = v.scope
-    rate_of = _rate_of(v)
+    rate_of = vllm_rates(v)
     sig = res[key]
-    replica_buckets = f"sum by ({by(sc.instance_model)}, le) ({rate_of(sig.bucket)})"
     replica = [
-        Recording(
-            n.quantile(key, q, "job_instance_model"), f"histogram_quantile({QUANTILES[q]}, {replica_buckets})"
-        )
+        Recording(n.mean(key) if q == "mean" else n.quantile(key, q), replica_statistic(v, key, q))
         for q in spec.replica
-        if q != "mean"
     ]
-    if "mean" in spec.replica:
-        replica.append(
-            Recording(
-                n.mean(key),
-                f"sum by ({by(sc.instance_model)}) ({rate_of(sig.sum)})\n"
-                f"/\nsum by ({by(sc.instance_model)}) ({rate_of(sig.count)})",
-            )
-        )
     if not spec.fleet:
         return replica, []
     fleet_buckets = n.bucket_rate(key, "job_model")
@@ -96,7 +75,7 @@ def _traffic_recordings(v: Vocabulary) -> list[Recording]:
     n = v.names
     sc = v.scope
     inst = by(sc.instance_model)
-    rate_of = _rate_of(v)
+    rate_of = vllm_rates(v)
     out: list[Recording] = [Recording(n.served_model, _served_model(v))]
 
     # Requests finished: the success counter (all finished_reason values) where the release
@@ -172,7 +151,7 @@ def _http_recordings(v: Vocabulary) -> list[Recording]:
     """HTTP on the inference handlers only (load-balancer polls of /health or /v1/models are
     not requests), the canary's own left out: requests, 5xx, and their ratio."""
     n, sc = v.names, v.scope
-    rate_of = _rate_of(v)
+    rate_of = vllm_rates(v)
     http = v.res["http_requests"].name
     handlers = f"handler=~{quote(v.cfg.slo.inference_handlers)}"
     server = by(sc.instance)
@@ -220,7 +199,7 @@ def _failure_recordings(v: Vocabulary) -> list[Recording]:
     if res.reports_engine_errors:
         engine.append(n.requests_failed)
     if "admission_rejections" in res.signals:
-        rejected = _rate_of(v)(res["admission_rejections"].name)
+        rejected = vllm_rates(v)(res["admission_rejections"].name)
         engine.append(f"sum by ({inst}) ({rejected})")
     failing, served = [], [n.requests_finished]
     if engine:

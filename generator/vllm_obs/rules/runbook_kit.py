@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..exporter_series import LOG, PROBE, select
 from ..vocabulary import Vocabulary
+from .expressions import replica_statistic
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,12 @@ def placeholders(v: Vocabulary) -> dict[str, str]:
         "ttft_p95": n.quantile("time_to_first_token", "p95"),
         "itl_p95": n.quantile("inter_token_latency", "p95"),
         "queue_p95": n.quantile("request_queue_time", "p95"),
-        "prefill_p95": n.quantile("request_prefill_time", "p95"),
+        # Not recorded (no alert reads it): quoted as the expression a rule would record.
+        "prefill_p95": (
+            replica_statistic(v, "request_prefill_time", "p95")
+            if "request_prefill_time" in res.signals
+            else "(no request_prefill_time series in this source)"
+        ),
         "waiting": n.requests_waiting,
         "running": n.requests_running,
         "kv": n.kv_cache_usage,

@@ -16,27 +16,29 @@ def latency_panel(
     f: Filters,
     key: str,
     title: str,
-    level: str,
-    selector: str,
     legend: str,
     warn: float | None = None,
     crit: float | None = None,
     drill: str | None = None,
+    per_model: bool = False,
 ) -> Panel | None:
-    """p50/p95/p99 from the recording rules, with the alert thresholds (p95) dashed."""
+    """p50/p95/p99 per replica (or `per_model`, from the recording rules), with the alert
+    thresholds (p95) dashed."""
     res, cfg = f.res, f.cfg
     if key not in res.signals:
         return None
-    n = f.names
-    queries = tuple(
-        Query(f"{n.quantile(key, q, level)}{selector}", f"{q} {legend}") for q in ("p50", "p95", "p99")
-    )
+    quantiles = ("p50", "p95", "p99")
+    if per_model:
+        exprs, window = tuple(f"{f.names.quantile(key, q, 'job_model')}{f.model}" for q in quantiles), None
+    else:
+        exprs, window = f.replica_statistics(key, quantiles)
+    queries = tuple(Query(e, f"{q} {legend}") for e, q in zip(exprs, quantiles, strict=True))
     thresholds = tuple((v, c) for v, c in ((warn, WARN), (crit, CRIT)) if v is not None)
     series = res[key].name
     return Panel(
         title=title,
         description=(
-            f"p50, p95 and p99 over {cfg.alerts.rate_window}, from {series}. "
+            f"p50, p95 and p99 over {window or cfg.alerts.rate_window}, from {series}. "
             + (
                 "Dashed: the replica warning's threshold (p95); the SLO burn alerts page."
                 if thresholds
@@ -73,7 +75,7 @@ def raw_percentiles(
     )
 
 
-def recorded_percentiles(
+def replica_percentiles(
     f: Filters,
     sig: Signal,
     title: str,
@@ -82,11 +84,12 @@ def recorded_percentiles(
     quantiles: tuple[str, ...] = ("p50", "p95", "p99"),
     width: int = 8,
 ) -> Panel:
-    """A histogram's per-replica quantiles from the recording rules, and its mean from the raw
-    sums (two series per replica, cheap to read). On a fleet dashboard: the highest quantile's
-    worst replicas and spread, the others' worst replicas, and the mean per model."""
-    n = f.names
-    recorded = {q: f"{n.quantile(sig.key, q)}{f.replica}" for q in quantiles}
+    """A histogram's per-replica quantiles (Filters.replica_statistics: recorded on a fleet
+    dashboard, which reads only what the rules record), and its mean from the raw sums (two
+    series per replica, cheap to read). On a fleet dashboard: the highest quantile's worst
+    replicas and spread, the others' worst replicas, and the mean per model."""
+    exprs, window = f.replica_statistics(sig.key, quantiles)
+    recorded = dict(zip(quantiles, exprs, strict=True))
     if f.fleet:
         *lower, top = quantiles
         queries = tuple(Query(f.worst(recorded[q]), f"{q} {LEGEND}") for q in lower)
@@ -96,7 +99,7 @@ def recorded_percentiles(
         queries = tuple(Query(recorded[q], f"{q} {LEGEND}") for q in quantiles)
     return Panel(
         title=title,
-        description=f"{description} {'/'.join(quantiles)} over {f.cfg.alerts.rate_window}; mean over the panel's interval.",
+        description=f"{description} {'/'.join(quantiles)} over {window}; mean over the panel's rate interval.",
         unit=unit,
         queries=queries + (Query(f.mean(sig, f.per_model), f"mean {f.legend}"),),
         min=0,

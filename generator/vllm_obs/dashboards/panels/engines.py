@@ -10,10 +10,12 @@ from __future__ import annotations
 from ...config import BundleConfig
 from ...signals import Resolution
 from ..spec import Panel, Query
-from .common import FLEET_LINES, LEGEND, LOWEST_LINES, WARN, fleet_queries
+from .common import FLEET_LINES, LEGEND, WARN, fleet_queries
 from .queries import RATE, TOP, Filters
 
 ENGINE = "{{instance}} engine {{engine}}"
+ENGINE_LINES = f"Lines: the {TOP} highest engines at each moment (each shows while it is among them)."
+LOWEST_ENGINE_LINES = f"Lines: the {TOP} lowest engines at each moment (each shows while it is among them)."
 
 
 def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
@@ -21,8 +23,10 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
     if anchor is None or not anchor.has_label("engine"):
         return ()
     by = f"{f.per_replica}, engine"
-    replica = f.per_replica_model
-    # Each panel draws the worst engines and the spread of all (a fleet has thousands).
+    n = f.names
+    # A per-engine panel draws the few engines out of line, by name: the bulk of a fleet is the
+    # per-replica panels' spread lines (one engine per replica, they are the same thing), and
+    # spread lines over every engine's raw series would cost this row seconds per refresh.
     out: list[Panel] = []
     for key, title, what in (
         ("requests_running", "Running requests per engine", "in each engine's batch"),
@@ -33,18 +37,23 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
             out.append(
                 Panel(
                     title=title,
-                    description=f"Requests {what}. {FLEET_LINES}",
+                    description=f"Requests {what}. {ENGINE_LINES}",
                     unit="none",
-                    queries=fleet_queries(f, f"sum by ({by}) ({sig.name}{f.raw(sig)})", ENGINE, per=""),
+                    queries=(Query(f.worst(f"sum by ({by}) ({sig.name}{f.raw(sig)})"), ENGINE),),
                     min=0,
                     width=8,
                 )
             )
-    for key, title, what, limit_name, unit in (
+    # The spreads the VllmEngineImbalance alert judges, as recorded (replicas with several
+    # engines), and 0 for the single-engine replicas so that a fleet without data parallelism
+    # shows its even balance rather than no data.
+    for key, title, what, spread, level, limit_name, unit in (
         (
             "kv_cache_usage",
             "KV-cache usage spread across engines",
             "KV-cache usage",
+            n.kv_spread,
+            n.kv_cache_usage,
             "engine_kv_spread",
             "percentunit",
         ),
@@ -52,14 +61,14 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
             "requests_waiting",
             "Queue spread across engines",
             "waiting requests",
+            n.waiting_spread,
+            n.requests_waiting,
             "engine_waiting_spread",
             "none",
         ),
     ):
         if key not in res.signals:
             continue
-        sig = res[key]
-        series = f"{sig.name}{f.raw(sig)}"
         limit = getattr(cfg.alerts, limit_name, None)
         out.append(
             Panel(
@@ -71,9 +80,7 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
                     + f" {FLEET_LINES}"
                 ),
                 unit=unit,
-                queries=fleet_queries(
-                    f, f"max by ({replica}) ({series})\n- min by ({replica}) ({series})", LEGEND
-                ),
+                queries=fleet_queries(f, f"{spread}{f.replica}\nor\n{level}{f.replica} * 0", LEGEND),
                 thresholds=((limit, WARN),) if limit is not None else (),
                 min=0,
                 width=8,
@@ -101,15 +108,15 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
             Panel(
                 title="Engine steps / s per engine",
                 description=(
-                    f"Scheduler iterations per second of each engine: an engine at 0 while others step is stuck. {LOWEST_LINES}"
+                    "Scheduler iterations per second of each engine: an engine at 0 while others step is stuck. "
+                    f"{LOWEST_ENGINE_LINES}"
                 ),
                 unit="none",
-                queries=fleet_queries(
-                    f,
-                    f"sum by ({by}) (rate({sig.name}_count{f.raw(sig)}[{RATE}]))",
-                    ENGINE,
-                    lowest=True,
-                    per="",
+                queries=(
+                    Query(
+                        f.worst(f"sum by ({by}) (rate({sig.name}_count{f.raw(sig)}[{RATE}]))", lowest=True),
+                        ENGINE,
+                    ),
                 ),
                 min=0,
                 width=8,
@@ -119,9 +126,9 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
         out.append(
             Panel(
                 title="Preemptions / s per engine",
-                description=f"Which engine runs out of KV cache and evicts requests. {FLEET_LINES}",
+                description=f"Which engine runs out of KV cache and evicts requests. {ENGINE_LINES}",
                 unit="none",
-                queries=fleet_queries(f, f.rate(res["preemptions"], by), ENGINE, per=""),
+                queries=(Query(f.worst(f.rate(res["preemptions"], by)), ENGINE),),
                 min=0,
                 width=8,
             )
@@ -132,15 +139,16 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
                 title="Prefix-cache hit rate per engine",
                 description=(
                     "Each engine's prefix-cache hit rate: requests sharing a prefix must reach the same engine "
-                    f"to hit, so a low rate on one engine is routing, not the cache. {LOWEST_LINES}"
+                    f"to hit, so a low rate on one engine is routing, not the cache. {LOWEST_ENGINE_LINES}"
                 ),
                 unit="percentunit",
-                queries=fleet_queries(
-                    f,
-                    f.ratio(res["prefix_cache_hits"], res["prefix_cache_queries"], by),
-                    ENGINE,
-                    lowest=True,
-                    per="",
+                queries=(
+                    Query(
+                        f.worst(
+                            f.ratio(res["prefix_cache_hits"], res["prefix_cache_queries"], by), lowest=True
+                        ),
+                        ENGINE,
+                    ),
                 ),
                 min=0,
                 max=1,

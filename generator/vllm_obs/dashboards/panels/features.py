@@ -135,8 +135,6 @@ def spec_decode_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[
                 f,
                 "inter_token_latency",
                 "Inter-token latency with speculation",
-                "job_instance_model",
-                f.replica,
                 f.legend,
                 a.itl_p95_warning_seconds,
                 None,

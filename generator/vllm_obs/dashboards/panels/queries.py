@@ -7,7 +7,7 @@ import re
 from ...exporter_series import LOG, PROBE, select
 from ...signals import Signal
 from ...source import Family
-from ...vocabulary import Vocabulary, by
+from ...vocabulary import QUANTILES, RECORDED_HISTOGRAMS, Vocabulary, by
 from ..spec import Annotation, Variable
 
 RATE = "$__rate_interval"
@@ -147,6 +147,28 @@ class Filters:
     def quantile(self, sig: Signal | Family, q: float, group: str) -> str:
         by_le = f"{group}, le" if group else "le"
         return f"histogram_quantile({q:g}, sum by ({by_le}) (rate({sig.name}_bucket{self.raw(sig)}[{RATE}])))"
+
+    def replica_statistics(self, key: str, stats: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+        """A histogram's statistics per replica and model (quantiles of QUANTILES, or "mean"),
+        and the window they are over, in words: the recorded series where the rules record them
+        all (an alert or a fleet panel reads them), else all from the raw series over the rate
+        interval, which costs little for the replicas one dashboard shows at a time. One window
+        for the lines of one panel."""
+        spec = RECORDED_HISTOGRAMS.get(key)
+        if spec is not None and set(stats) <= set(spec.replica):
+            n = self.names
+            recorded = (n.mean(key) if s == "mean" else n.quantile(key, s) for s in stats)
+            return tuple(f"{name}{self.replica}" for name in recorded), self.cfg.alerts.rate_window
+        if self.fleet:
+            raise ValueError(
+                f"{key} {'/'.join(stats)} per replica is not recorded: record it (vocabulary.HISTOGRAMS) "
+                "before a fleet dashboard reads it, or every refresh reads every engine's buckets"
+            )
+        sig, group = self.res[key], self.per_replica_model
+        raw = (
+            self.mean(sig, group) if s == "mean" else self.quantile(sig, QUANTILES[s], group) for s in stats
+        )
+        return tuple(raw), "the panel's rate interval"
 
     def buckets(self, sig: Signal | Family) -> str:
         """Bucket rates by le, for a heatmap of the distribution."""
