@@ -2418,7 +2418,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'p50, p95 and p99 over ' + v.rateWindow + ', from vllm:time_to_first_token_seconds. Dashed: the replica warning\'s threshold (p95); the SLO burn alerts page.',
+          description: 'p50, p95 and p99 over ' + v.rateWindow + ', from vllm:time_to_first_token_seconds. Dashed: the replica warning\'s threshold, on the p95 over ' + v.rateWindow + '; the SLO burn alerts page.',
           editable: true,
           'error': false,
           fieldConfig: {
@@ -2673,7 +2673,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'p50, p95 and p99 over ' + v.rateWindow + ', from vllm:inter_token_latency_seconds. Dashed: the replica warning\'s threshold (p95); the SLO burn alerts page.',
+          description: 'p50, p95 and p99 over ' + v.rateWindow + ', from vllm:inter_token_latency_seconds. Dashed: the replica warning\'s threshold, on the p95 over ' + v.rateWindow + '; the SLO burn alerts page.',
           editable: true,
           'error': false,
           fieldConfig: {

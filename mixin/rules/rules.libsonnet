@@ -12,16 +12,8 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.recording-ttft',
         rules: [
           {
-            record: 'job_instance_model:vllm_time_to_first_token_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
             record: 'job_instance_model:vllm_time_to_first_token_seconds:p95_' + v.rateWindow,
             expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_time_to_first_token_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
         ],
       },
@@ -50,16 +42,8 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.recording-itl',
         rules: [
           {
-            record: 'job_instance_model:vllm_inter_token_latency_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
             record: 'job_instance_model:vllm_inter_token_latency_seconds:p95_' + v.rateWindow,
             expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_inter_token_latency_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
         ],
       },
@@ -88,16 +72,8 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.recording-queue',
         rules: [
           {
-            record: 'job_instance_model:vllm_request_queue_time_seconds:p50_' + v.rateWindow,
-            expr: 'histogram_quantile(0.5, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_queue_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
             record: 'job_instance_model:vllm_request_queue_time_seconds:p95_' + v.rateWindow,
             expr: 'histogram_quantile(0.95, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_queue_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
-          },
-          {
-            record: 'job_instance_model:vllm_request_queue_time_seconds:p99_' + v.rateWindow,
-            expr: 'histogram_quantile(0.99, sum by (' + v.clusterBy + 'job, instance, model_name, le) (rate(vllm:request_queue_time_seconds_bucket{' + v.vllmSelector + '}[' + v.rateWindow + '])))',
           },
         ],
       },

@@ -40,7 +40,8 @@ def latency_panel(
         description=(
             f"p50, p95 and p99 over {window or cfg.alerts.rate_window}, from {series}. "
             + (
-                "Dashed: the replica warning's threshold (p95); the SLO burn alerts page."
+                f"Dashed: the replica warning's threshold, on the p95 over {cfg.alerts.rate_window}; the SLO "
+                "burn alerts page."
                 if thresholds
                 else ""
             )
