@@ -305,13 +305,20 @@ def check_equivalence(
     for q in queries:
         if not q.uses_recording_rules:
             continue
-        names = recorded_names_in(q.expr, rules)
-        stamps = sorted(
-            {float(t) for r in prom.query(f"{names[0]}[1m]") for t, _ in r["values"]}, reverse=True
-        )
+        # The evaluations of the first record read that has series: a query may read one that is
+        # empty on this fleet, e.g. `engine_spread or per_replica * 0` where no replica has two engines.
+        evaluations = (_evaluations(prom, name) for name in recorded_names_in(q.expr, rules))
+        stamps = next((found for found in evaluations if found), [])
         if len(stamps) <= evaluation:
             out.append(
-                {"dashboard": q.dashboard, "panel": q.panel, "expr": q.expr, "series": 0, "matching": 0}
+                {
+                    "dashboard": q.dashboard,
+                    "panel": q.panel,
+                    "expr": q.expr,
+                    "series": 0,
+                    "raw_series": 0,
+                    "matching": 0,
+                }
             )
             continue
         at = stamps[evaluation]
@@ -335,6 +342,11 @@ def check_equivalence(
             }
         )
     return out
+
+
+def _evaluations(prom: Prometheus, name: str) -> list[float]:
+    """The timestamps of a record's samples in the last minute, newest first."""
+    return sorted({float(t) for r in prom.query(f"{name}[1m]") for t, _ in r["values"]}, reverse=True)
 
 
 def _key(metric: dict) -> str:
