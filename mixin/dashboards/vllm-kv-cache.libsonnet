@@ -2145,10 +2145,7 @@ local values = import '../lib/values.libsonnet';
                 type: 'prometheus',
                 uid: '${datasource}',
               },
-              expr:
-                'topk(5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              expr: 'topk(5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2156,10 +2153,7 @@ local values = import '../lib/values.libsonnet';
               intervalFactor: 1,
               legendFormat: '{{instance}} {{model_name}}',
               metric: '',
-              query:
-                'topk(5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              query: 'topk(5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               refId: 'A',
               step: 10,
               target: '',
@@ -2169,10 +2163,7 @@ local values = import '../lib/values.libsonnet';
                 type: 'prometheus',
                 uid: '${datasource}',
               },
-              expr:
-                'quantile by (model_name) (0.5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              expr: 'quantile by (model_name) (0.5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2180,10 +2171,7 @@ local values = import '../lib/values.libsonnet';
               intervalFactor: 1,
               legendFormat: 'median {{model_name}}',
               metric: '',
-              query:
-                'quantile by (model_name) (0.5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              query: 'quantile by (model_name) (0.5, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               refId: 'B',
               step: 10,
               target: '',
@@ -2193,10 +2181,7 @@ local values = import '../lib/values.libsonnet';
                 type: 'prometheus',
                 uid: '${datasource}',
               },
-              expr:
-                'quantile by (model_name) (0.9, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              expr: 'quantile by (model_name) (0.9, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2204,10 +2189,7 @@ local values = import '../lib/values.libsonnet';
               intervalFactor: 1,
               legendFormat: 'p90 {{model_name}}',
               metric: '',
-              query:
-                'quantile by (model_name) (0.9, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_kv_cache_usage:max{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              query: 'quantile by (model_name) (0.9, job_instance_model:vllm_kv_cache_usage:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               refId: 'C',
               step: 10,
               target: '',
@@ -2328,10 +2310,7 @@ local values = import '../lib/values.libsonnet';
                 type: 'prometheus',
                 uid: '${datasource}',
               },
-              expr:
-                'topk(5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              expr: 'topk(5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2339,10 +2318,7 @@ local values = import '../lib/values.libsonnet';
               intervalFactor: 1,
               legendFormat: '{{instance}} {{model_name}}',
               metric: '',
-              query:
-                'topk(5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              query: 'topk(5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               refId: 'A',
               step: 10,
               target: '',
@@ -2352,10 +2328,7 @@ local values = import '../lib/values.libsonnet';
                 type: 'prometheus',
                 uid: '${datasource}',
               },
-              expr:
-                'quantile by (model_name) (0.5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              expr: 'quantile by (model_name) (0.5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2363,10 +2336,7 @@ local values = import '../lib/values.libsonnet';
               intervalFactor: 1,
               legendFormat: 'median {{model_name}}',
               metric: '',
-              query:
-                'quantile by (model_name) (0.5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              query: 'quantile by (model_name) (0.5, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               refId: 'B',
               step: 10,
               target: '',
@@ -2376,10 +2346,7 @@ local values = import '../lib/values.libsonnet';
                 type: 'prometheus',
                 uid: '${datasource}',
               },
-              expr:
-                'quantile by (model_name) (0.9, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              expr: 'quantile by (model_name) (0.9, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2387,10 +2354,7 @@ local values = import '../lib/values.libsonnet';
               intervalFactor: 1,
               legendFormat: 'p90 {{model_name}}',
               metric: '',
-              query:
-                'quantile by (model_name) (0.9, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"}\n' +
-                'or\n' +
-                'job_instance_model:vllm_requests_waiting:sum{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"} * 0)',
+              query: 'quantile by (model_name) (0.9, job_instance_model:vllm_requests_waiting:engine_spread{' + v.clusterMatcher + 'job=~"$job", instance=~"$instance", model_name=~"$model_name"})',
               refId: 'C',
               step: 10,
               target: '',

@@ -154,7 +154,7 @@ local values = import '../lib/values.libsonnet';
         ],
       },
       {
-        name: 'vllm-obs.recording-traffic',
+        name: 'vllm-obs.recording-requests',
         rules: [
           {
             record: 'job_instance_model:vllm_served_model:last1h',
@@ -207,6 +207,22 @@ local values = import '../lib/values.libsonnet';
               '(job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > 0)',
           },
           {
+            record: 'job_instance_model:vllm_preemptions:rate' + v.rateWindow,
+            expr: 'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:num_preemptions_total{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
+          },
+          {
+            record: 'job_instance_model:vllm_preemptions_per_request:ratio_' + v.rateWindow,
+            expr:
+              'job_instance_model:vllm_preemptions:rate' + v.rateWindow + '\n' +
+              '/\n' +
+              '(job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > 0)',
+          },
+        ],
+      },
+      {
+        name: 'vllm-obs.recording-tokens',
+        rules: [
+          {
             record: 'job_instance_model:vllm_prompt_tokens:rate' + v.rateWindow,
             expr: 'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:prompt_tokens_total{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
           },
@@ -223,23 +239,17 @@ local values = import '../lib/values.libsonnet';
             expr: 'sum by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_generation_tokens:rate' + v.rateWindow + ')',
           },
           {
-            record: 'job_instance_model:vllm_preemptions:rate' + v.rateWindow,
-            expr: 'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:num_preemptions_total{' + v.vllmSelector + '}[' + v.rateWindow + ']))',
-          },
-          {
-            record: 'job_instance_model:vllm_preemptions_per_request:ratio_' + v.rateWindow,
-            expr:
-              'job_instance_model:vllm_preemptions:rate' + v.rateWindow + '\n' +
-              '/\n' +
-              '(job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ' > 0)',
-          },
-          {
             record: 'job_instance_model:vllm_prefix_cache_hits:ratio_' + v.rateWindow,
             expr:
               'sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:prefix_cache_hits_total{' + v.vllmSelector + '}[' + v.rateWindow + ']))\n' +
               '/\n' +
               '(sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:prefix_cache_queries_total{' + v.vllmSelector + '}[' + v.rateWindow + '])) > 0)',
           },
+        ],
+      },
+      {
+        name: 'vllm-obs.recording-http',
+        rules: [
           {
             record: 'job_instance:vllm_http_inference_requests:rate' + v.rateWindow,
             expr:
@@ -343,16 +353,16 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_instance_model:vllm_kv_cache_usage:engine_spread',
             expr:
-              '(max by (' + v.clusterBy + 'job, instance, model_name) (vllm:kv_cache_usage_perc{' + v.vllmSelector + '}) - min by (' + v.clusterBy + 'job, instance, model_name) (vllm:kv_cache_usage_perc{' + v.vllmSelector + '}))\n' +
-              'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'count by (' + v.clusterBy + 'job, instance, model_name) (vllm:kv_cache_usage_perc{' + v.vllmSelector + '}) > 1',
+              'max by (' + v.clusterBy + 'job, instance, model_name) (vllm:kv_cache_usage_perc{' + v.vllmSelector + '})\n' +
+              '-\n' +
+              'min by (' + v.clusterBy + 'job, instance, model_name) (vllm:kv_cache_usage_perc{' + v.vllmSelector + '})',
           },
           {
             record: 'job_instance_model:vllm_requests_waiting:engine_spread',
             expr:
-              '(max by (' + v.clusterBy + 'job, instance, model_name) (vllm:num_requests_waiting{' + v.vllmSelector + '}) - min by (' + v.clusterBy + 'job, instance, model_name) (vllm:num_requests_waiting{' + v.vllmSelector + '}))\n' +
-              'and on (' + v.clusterBy + 'job, instance, model_name)\n' +
-              'count by (' + v.clusterBy + 'job, instance, model_name) (vllm:num_requests_waiting{' + v.vllmSelector + '}) > 1',
+              'max by (' + v.clusterBy + 'job, instance, model_name) (vllm:num_requests_waiting{' + v.vllmSelector + '})\n' +
+              '-\n' +
+              'min by (' + v.clusterBy + 'job, instance, model_name) (vllm:num_requests_waiting{' + v.vllmSelector + '})',
           },
         ],
       },
@@ -426,7 +436,13 @@ local values = import '../lib/values.libsonnet';
               'label_replace(\n' +
               '  job_instance_model:vllm_served_model:last1h\n' +
               'unless on (' + v.clusterBy + 'job, instance)\n' +
-              'max_over_time(up{' + v.vllmSelector + '}[' + v.targetDownFor + ']) == 1,\n' +
+              'max_over_time(up{' + v.vllmSelector + '}[' + v.targetDownFor + ']) == 1\n' +
+              'unless on (' + v.clusterBy + 'instance)\n' +
+              '(\n' +
+              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"ready"}) == 1\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  time() - max by (' + v.clusterBy + 'instance) (vllm_log_server_state_since_timestamp_seconds{' + v.logExporterSelector + '}) < ' + v.targetDownForSeconds + '\n' +
+              '),\n' +
               '  "cause", "down", "", ""\n' +
               ')\n' +
               ')\n' +

@@ -29,8 +29,13 @@ def recording_groups(v: Vocabulary) -> list[Group]:
             ]
         else:
             parts.append((f"vllm-obs.recording-{spec.short}", replica + fleet))
+    # Traffic in three groups (at a thousand replicas one group of all twenty took a second an
+    # evaluation). The failure records read the request records of the group before; side by
+    # side in Prometheus, at worst those of its previous evaluation, one interval off a 5m rate.
     parts += [
-        ("vllm-obs.recording-traffic", _traffic_recordings(v)),
+        ("vllm-obs.recording-requests", _request_recordings(v)),
+        ("vllm-obs.recording-tokens", _token_recordings(v)),
+        ("vllm-obs.recording-http", _http_recordings(v) + _failure_recordings(v)),
         ("vllm-obs.recording-saturation", _saturation_recordings(v)),
         ("vllm-obs.recording-features", features.recordings(v) + _lora_recordings(v)),
     ]
@@ -67,10 +72,10 @@ def _histogram_recordings(v: Vocabulary, spec: RecordedHistogram) -> tuple[list[
     return replica, fleet
 
 
-def _traffic_recordings(v: Vocabulary) -> list[Recording]:
-    """Requests, failures, tokens, preemptions, cache hits and HTTP: rates and the ratios built
-    on them. The canary probe's own requests are left out of every one: they are not traffic,
-    and an idle replica the probe keeps busy is still idle."""
+def _request_recordings(v: Vocabulary) -> list[Recording]:
+    """Requests finished, good and failed, and preemptions: rates and the ratios built on them.
+    The canary probe's own requests are left out of every one (and of the HTTP records): they
+    are not traffic, and an idle replica the probe keeps busy is still idle."""
     res, cfg = v.res, v.cfg
     n = v.names
     sc = v.scope
@@ -105,6 +110,18 @@ def _traffic_recordings(v: Vocabulary) -> list[Recording]:
         # errors reads 0, never "no data".
         out.append(Recording(n.request_errors, f"{n.requests_failed}\n/\n({n.requests_finished} > 0)"))
 
+    if "preemptions" in res.signals:
+        out.append(Recording(n.preemptions, f"sum by ({inst}) ({rate_of(res['preemptions'].name)})"))
+        out.append(Recording(n.preemptions_per_request, f"{n.preemptions}\n/\n({n.requests_finished} > 0)"))
+    return out
+
+
+def _token_recordings(v: Vocabulary) -> list[Recording]:
+    """Prompt and generated tokens per replica and per model, and the prefix-cache hit rate."""
+    res, n, sc = v.res, v.names, v.scope
+    inst = by(sc.instance_model)
+    rate_of = vllm_rates(v)
+    out: list[Recording] = []
     for key, record, fleet in (
         ("prompt_tokens", n.prompt_tokens, n.fleet_prompt_tokens),
         ("generation_tokens", n.generation_tokens, n.fleet_generation_tokens),
@@ -112,11 +129,6 @@ def _traffic_recordings(v: Vocabulary) -> list[Recording]:
         if key in res.signals:
             out.append(Recording(record, f"sum by ({inst}) ({rate_of(res[key].name)})"))
             out.append(Recording(fleet, f"sum by ({by(sc.fleet_model)}) ({record})"))
-
-    if "preemptions" in res.signals:
-        out.append(Recording(n.preemptions, f"sum by ({inst}) ({rate_of(res['preemptions'].name)})"))
-        out.append(Recording(n.preemptions_per_request, f"{n.preemptions}\n/\n({n.requests_finished} > 0)"))
-
     if res.has("prefix_cache_hits", "prefix_cache_queries"):
         out.append(
             Recording(
@@ -125,10 +137,6 @@ def _traffic_recordings(v: Vocabulary) -> list[Recording]:
                 f"/\n(sum by ({inst}) ({rate_of(res['prefix_cache_queries'].name)}) > 0)",
             )
         )
-
-    if "http_requests" in res.signals:
-        out += _http_recordings(v)
-    out += _failure_recordings(v)
     return out
 
 
@@ -150,6 +158,8 @@ def _probe_answered(v: Vocabulary) -> str:
 def _http_recordings(v: Vocabulary) -> list[Recording]:
     """HTTP on the inference handlers only (load-balancer polls of /health or /v1/models are
     not requests), the canary's own left out: requests, 5xx, and their ratio."""
+    if "http_requests" not in v.res.signals:
+        return []
     n, sc = v.names, v.scope
     rate_of = vllm_rates(v)
     http = v.res["http_requests"].name

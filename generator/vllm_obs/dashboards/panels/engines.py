@@ -44,16 +44,13 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
                     width=8,
                 )
             )
-    # The spreads the VllmEngineImbalance alert judges, as recorded (replicas with several
-    # engines), and 0 for the single-engine replicas so that a fleet without data parallelism
-    # shows its even balance rather than no data.
-    for key, title, what, spread, level, limit_name, unit in (
+    # The spreads the VllmEngineImbalance alert judges, as recorded (0 for a single-engine replica).
+    for key, title, what, spread, limit_name, unit in (
         (
             "kv_cache_usage",
             "KV-cache usage spread across engines",
             "KV-cache usage",
             n.kv_spread,
-            n.kv_cache_usage,
             "engine_kv_spread",
             "percentunit",
         ),
@@ -62,7 +59,6 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
             "Queue spread across engines",
             "waiting requests",
             n.waiting_spread,
-            n.requests_waiting,
             "engine_waiting_spread",
             "none",
         ),
@@ -80,7 +76,7 @@ def engine_panels(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel
                     + f" {FLEET_LINES}"
                 ),
                 unit=unit,
-                queries=fleet_queries(f, f"{spread}{f.replica}\nor\n{level}{f.replica} * 0", LEGEND),
+                queries=fleet_queries(f, f"{spread}{f.replica}", LEGEND),
                 thresholds=((limit, WARN),) if limit is not None else (),
                 min=0,
                 width=8,

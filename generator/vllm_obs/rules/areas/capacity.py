@@ -3,10 +3,12 @@ outage from one replica of fifty.
 
 Each replica that served a model within the last hour is ready (scraped, its engine alive, its
 canary answering) or not, with a cause: `dead` (the log shows an engine death or a failed
-start), `unhealthy` (under vLLM's fault tolerance, an engine the API server reports unhealthy), `out_of_memory` (the same, or starting again, with an out-of-memory logged within
-`alerts.log_event_window`), `restarting` (starting again after a crash: no planned stop before it), `hung` (the
-canary failed the whole hung window while /health answered and no token came out) or `down`
-(not scraped for `alerts.target_down_for`, or gone from discovery). A replica stopped or
+start), `unhealthy` (under vLLM's fault tolerance, an engine the API server reports
+unhealthy), `out_of_memory` (the same, or starting again, with an out-of-memory logged within
+`alerts.log_event_window`), `restarting` (starting again after a crash: no planned stop before
+it), `hung` (the canary failed the whole hung window while /health answered and no token came
+out) or `down` (not scraped for `alerts.target_down_for`, or gone from discovery; a replica
+whose log shows it ready is given that long for its first scrape). A replica stopped or
 restarted on purpose, as its log tells, counts as ready. The model pages when fewer than
 `paging.min_ready_replicas` are ready, or fewer than `paging.capacity_fraction` of the replicas
 still discovered; the page has one alert per replica that is not ready, grouped into one
@@ -166,11 +168,23 @@ def _out_of_memory(v: Vocabulary) -> str:
 
 
 def _down(v: Vocabulary) -> str:
-    """Not scraped once within target_down_for, or gone from service discovery."""
+    """Not scraped once within target_down_for, or gone from service discovery; with log
+    exporters, not ready as its log says for less than target_down_for either. A server back
+    from a stop is ready in its log before Prometheus next scrapes it: without the log's word,
+    the page would fire for that one scrape interval at every planned restart."""
     up = selector("up", v.vllm)
-    return (
+    down = (
         f"{v.names.served_model}\nunless on ({by(v.scope.instance)})\n"
         f"max_over_time({up}[{v.cfg.alerts.target_down_for}]) == 1"
+    )
+    if not v.cfg.prometheus.log_exporters:
+        return down
+    target = by(v.targets.target)
+    since = select(LOG, "vllm_log_server_state_since_timestamp_seconds", v.exporter)
+    window = int(seconds(v.cfg.alerts.target_down_for))
+    return (
+        f"{down}\nunless on ({target})\n(\n  max by ({target}) ({server_state(v, 'ready')}) == 1\n"
+        f"  and on ({target})\n  time() - max by ({target}) ({since}) < {window}\n)"
     )
 
 
@@ -359,7 +373,42 @@ def _lifecycle_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case
     io.event_times(planned, span, startup_complete="30", shutdown="0 60", startup_begin="0 0 120")
     planned.checks = [Check(span - 1, rule.name, [])]
     cases.append(planned)
-    return cases
+    return cases + _back_from_a_stop_cases(rule, io, replicas, result, span)
+
+
+def _back_from_a_stop_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case]:
+    """A replica stopped on purpose (minute 1) and started again is ready in its log (minute
+    `ready`) before Prometheus scrapes it: no page while the log says it is ready for less than
+    target_down_for; `down` once that long has passed without a scrape."""
+    down_after = minutes(io.cfg.alerts.target_down_for)
+    ready = 2 + down_after + 1  # ready in its log after longer than target_down_for unscraped
+    longer = ready + down_after + 2
+    states = ["ready", "stopped", *["starting"] * (ready - 2), "ready"]
+    since = " ".join(str(60 * m) for m in (0, 1, *[2] * (ready - 2), ready))
+    startup_complete = " ".join(["30"] * ready + [str(60 * ready)])
+
+    def back(case: Case, up: str, length: int) -> None:
+        replicas(case, (REPLICA,), {REPLICA: up})
+        io.server_state(case, length, since, states)
+        io.event_times(
+            case, length, startup_complete=startup_complete, shutdown="0 60", startup_begin="0 0 120"
+        )
+
+    scraped = Case(
+        "VllmModelCapacityLow stays silent while a replica back from a planned stop is ready in its log "
+        "and not yet scraped"
+    )
+    back(scraped, " ".join(["1", *["0"] * ready, f"1+0x{span}"]), span)  # up 0 until minute `ready`
+    scraped.checks = [Check(ready, rule.name, []), Check(ready + 1, rule.name, [])]
+    unreachable = Case(
+        "VllmModelCapacityLow pages when a replica its log says is ready goes unscraped for alerts.target_down_for"
+    )
+    back(unreachable, f"1 0+0x{longer}", longer)
+    unreachable.checks = [
+        Check(ready + down_after - 1, rule.name, []),
+        Check(ready + down_after, rule.name, [Expect(rule, result(REPLICA, "down"), 0)]),
+    ]
+    return [scraped, unreachable]
 
 
 def _hung_cases(rule, io: Inputs, replicas, result) -> list[Case]:
