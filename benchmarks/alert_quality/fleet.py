@@ -3,16 +3,22 @@ requests at random over the ready ones, as a Kubernetes Service (kube-proxy) doe
 
 A replica taken out of service (dead, restarting, out of the endpoints) receives nothing; a
 request that finds no ready replica of its model fails, as a connection to a Service without
-endpoints is refused.
+endpoints is refused. Each member's incidents are changes scheduled on it (incidents.py) and
+applied, in time order, as the fleet's clock passes them; a server that starts again gets a
+fresh engine model and exposition, its counters from zero as a new process's are.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .exposition import ReplicaMetrics
+from .lifecycle import GRACE, Server
 from .replica import EngineParams, Replica, Request
 from .scenario import Model
 from .traces import Arrivals
@@ -23,14 +29,77 @@ class Member:
     model: str
     namespace: str
     index: int
-    replica: Replica
-    metrics: ReplicaMetrics
-    ready: bool = True
+    params: EngineParams
+    epoch: float  # Unix seconds of simulated time 0
+    template: object
+    replica: Replica = field(init=False)
+    metrics: ReplicaMetrics = field(init=False)
+    server: Server = field(init=False)
+    error_share: float = 0.0  # of the requests routed here, failed with a 5xx
+    reject_share: float = 0.0  # refused at admission (a 4xx)
+    failed: int = 0  # requests answered with a 5xx: the error share, and those lost in flight
+    rejected: int = 0
+    _pending: list = field(default_factory=list)
+    _order: itertools.count = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        self.server = Server.ready_at(self.epoch)
+        self._fresh_engine(0.0)
 
     @property
     def instance(self) -> str:
         """Its scrape target name, as a pod IP and port would be (unique in the fleet)."""
         return f"{self.model}-{self.index}:8000"
+
+    @property
+    def ready(self) -> bool:
+        return self.server.serving
+
+    # -- scheduling ----------------------------------------------------------------------
+
+    def at(self, when: float, change: Callable[[Member, float], None]) -> None:
+        """Schedule `change(member, when)`."""
+        heapq.heappush(self._pending, (when, next(self._order), change))
+
+    def apply_until(self, t: float) -> None:
+        """Apply every change scheduled before t, in time order, the engine run up to each."""
+        while self._pending and self._pending[0][0] < t:
+            when, _, change = heapq.heappop(self._pending)
+            if self.server.engine_alive:
+                self.replica.run_until(when)
+            change(self, when)
+
+    # -- what incidents do ---------------------------------------------------------------
+
+    def engine_dies(self, at: float, logged: bool = True) -> None:
+        self.failed += self.replica.die()
+        self.server.engine_dies(at, logged)
+
+    def stops(self, at: float) -> None:
+        """A planned stop: out of the Service at once, stopped after the grace period, what it
+        still holds then lost."""
+        self.server.stopping(at)
+        self.at(at + GRACE, Member._stopped)
+
+    def _stopped(self, at: float) -> None:
+        self.failed += self.replica.die()
+        self.server.stopped(at)
+
+    def restart(self, at: float, startup: float, fails: bool = False) -> None:
+        """The process starts at `at`; loading a third of the way in; ready (or failed) after
+        `startup`."""
+        self.at(at, lambda m, t: m.server.begins_start(t))
+        self.at(at + startup / 3, lambda m, t: m.server.loads(t))
+        self.at(at + startup, lambda m, t: m.server.fails_start(t) if fails else m._started(t))
+
+    def _started(self, at: float) -> None:
+        self._fresh_engine(at)
+        self.server.completes_start(at)
+
+    def _fresh_engine(self, at: float) -> None:
+        self.replica = Replica(self.params)
+        self.replica.now = at
+        self.metrics = ReplicaMetrics(self.model, self.epoch + at, self.template)
 
 
 @dataclass
@@ -51,13 +120,7 @@ class Fleet:
         self.services: list[Service] = []
         for model, params, arrivals in models:
             members = [
-                Member(
-                    model.model,
-                    model.namespace,
-                    i,
-                    Replica(params),
-                    ReplicaMetrics(model.model, started, template),
-                )
+                Member(model.model, model.namespace, i, params, started, template)
                 for i in range(model.replicas)
             ]
             self.services.append(Service(model, members, arrivals, routed=[0] * len(members)))
@@ -68,8 +131,12 @@ class Fleet:
         return [m for s in self.services for m in s.members]
 
     def advance(self, t: float) -> None:
-        """Route every request that arrived before t and run every replica to t."""
+        """Apply the changes scheduled before t, route every request that arrived before t
+        and run every live engine to t. (A change takes effect at the start of the step it
+        falls in: the fleet is advanced in steps of a second or so.)"""
         for service in self.services:
+            for member in service.members:
+                member.apply_until(t)
             a = service.arrivals
             while service.next < len(a.time) and a.time[service.next] < t:
                 i = service.next
@@ -79,11 +146,22 @@ class Fleet:
                     service.refused += 1
                     continue
                 k = ready[int(self.rng.integers(len(ready)))]
-                member = service.members[k]
-                member.replica.run_until(float(a.time[i]))
-                member.replica.submit(Request(float(a.time[i]), int(a.prompt[i]), int(a.output[i])))
                 service.routed[k] += 1
+                self._route(service.members[k], float(a.time[i]), int(a.prompt[i]), int(a.output[i]))
             for member in service.members:
-                member.replica.run_until(t)
+                if member.server.engine_alive:
+                    member.replica.run_until(t)
                 member.metrics.update(member.replica)
         self.now = t
+
+    def _route(self, member: Member, at: float, prompt: int, output: int) -> None:
+        """One request to one member: refused or failed by the share an incident set, else
+        submitted to its engine."""
+        draw = self.rng.random()
+        if draw < member.reject_share:
+            member.rejected += 1
+        elif draw < member.reject_share + member.error_share:
+            member.failed += 1
+        else:
+            member.replica.run_until(at)
+            member.replica.submit(Request(at, prompt, output))

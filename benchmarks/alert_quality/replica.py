@@ -16,6 +16,11 @@ vLLM CPU server by the benchmark's calibration.
 
 What it reports are the raw observations (seconds and token counts) of the families vLLM
 exposes; turning them into buckets is the exposition's job.
+
+The benchmark's incidents act on it through three faults: a slowdown (every step takes longer),
+a hang (no step runs; requests pile up and wait) and a smaller KV cache (requests holding more
+blocks than are left are preempted at once). A death is the end of the Replica: its requests in
+flight are lost, and the server that starts again is a new one, its counters from zero.
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ class Observations:
     preemptions: int = 0
     finished: int = 0
     rejected: int = 0  # longer than max_model_len: vLLM answers 400
+    lost: int = 0  # in flight when the engine died: the client gets an error
 
 
 class Replica:
@@ -99,9 +105,12 @@ class Replica:
         self.now = 0.0
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
+        self.kv_blocks = params.kv_blocks  # usable now: a kv_exhaustion incident shrinks it
         self.free_blocks = params.kv_blocks
         self.seen = Observations()
         self.done: list[Request] = []
+        self.slowdown = 1.0  # every step takes this many times as long
+        self.hung = False  # no step runs
 
     # -- what a scrape reads -----------------------------------------------------------
 
@@ -115,7 +124,7 @@ class Replica:
 
     @property
     def kv_cache_usage(self) -> float:
-        return 1 - self.free_blocks / self.p.kv_blocks
+        return 1 - self.free_blocks / self.kv_blocks
 
     # -- driving it ----------------------------------------------------------------------
 
@@ -129,7 +138,7 @@ class Replica:
 
     def run_until(self, t: float) -> None:
         """Run steps while there is work and a step starts before t; idle up to t otherwise."""
-        while self.now < t and (self.running or self.waiting):
+        while self.now < t and (self.running or self.waiting) and not self.hung:
             if not self.step():
                 break  # nothing schedulable: a head-of-line request waits for blocks
         self.now = max(self.now, t)
@@ -163,6 +172,30 @@ class Replica:
         self._advance(batch)
         return True
 
+    # -- faults -----------------------------------------------------------------------------
+
+    def limit_kv(self, fraction: float) -> None:
+        """Keep `fraction` of the KV blocks usable (1 gives them all back), never fewer than one
+        request of max_model_len needs; the latest admitted requests are preempted until the
+        running ones fit."""
+        p = self.p
+        usable = max(round(p.kv_blocks * fraction), p.blocks_for(p.max_model_len))
+        usable = min(usable, p.kv_blocks)
+        while self.running and self.kv_blocks - self.free_blocks > usable:
+            self._preempt(self.running[-1])
+        self.free_blocks += usable - self.kv_blocks
+        self.kv_blocks = usable
+
+    def die(self) -> int:
+        """The engine dies: every request in flight is lost (its client gets an error). The
+        number lost; the replica holds nothing after it."""
+        lost = len(self.running) + len(self.waiting)
+        self.seen.lost += lost
+        self.running.clear()
+        self.waiting.clear()
+        self.free_blocks = self.kv_blocks
+        return lost
+
     # -- inside a step -------------------------------------------------------------------
 
     def _reserve(self, request: Request, tokens: int) -> bool:
@@ -193,7 +226,7 @@ class Replica:
         decoding = sum(1 for r, _ in batch if not r.to_prefill)
         context = sum(r.cached for r, _ in batch)
         took = p.step_base + p.per_prefill_token * prefill + p.per_decode_seq * decoding
-        took += p.per_context_token * context
+        took = (took + p.per_context_token * context) * self.slowdown
         end = self.now + took
         self.seen.iteration_tokens.append(prefill + decoding)
         self.seen.prompt_tokens += prefill

@@ -44,11 +44,11 @@ def test_a_replica_out_of_service_gets_nothing_and_none_ready_refuses():
     arrivals = steady(rate=4, duration=300)
     f = fleet(2, arrivals)
     f.advance(100)
-    f.members[0].ready = False
+    f.members[0].server.serving = False
     before = f.services[0].routed[0]
     f.advance(200)
     assert f.services[0].routed[0] == before and f.services[0].refused == 0
-    f.members[1].ready = False
+    f.members[1].server.serving = False
     f.advance(300)
     assert f.services[0].refused == pytest.approx(4 * 100, rel=0.25)
 

@@ -175,3 +175,60 @@ def test_the_queue_is_first_come_first_served_even_when_a_later_request_would_fi
     replica.run_until(60)
     assert replica.seen.finished == 3
     assert small.scheduled_at >= big.scheduled_at >= holder.first_token_at
+
+
+# -- the faults incidents inject ----------------------------------------------------------------
+
+
+def test_a_slowdown_stretches_every_step_by_its_factor():
+    def first_token(slowdown: float) -> float:
+        replica = Replica(params())
+        replica.slowdown = slowdown
+        replica.submit(Request(arrival=0.0, prompt=100, output=3))
+        replica.run_until(10)
+        return replica.seen.time_to_first_token[0]
+
+    assert first_token(3.0) == pytest.approx(3 * first_token(1.0)) == pytest.approx(3 * (0.01 + 0.1))
+
+
+def test_a_hung_engine_runs_no_step_and_resumes_where_it_stopped():
+    replica = Replica(params())
+    replica.hung = True
+    replica.submit(Request(arrival=0.0, prompt=100, output=3))
+    replica.run_until(30)
+    assert replica.seen.iteration_tokens == [] and replica.num_waiting == 1 and replica.now == 30
+    replica.hung = False
+    replica.run_until(60)
+    # The first token came a step after the hang ended: the 30 s are the user's wait.
+    assert replica.seen.time_to_first_token == pytest.approx([30 + 0.01 + 0.1])
+    assert replica.seen.finished == 1
+
+
+def test_a_shrunk_kv_cache_preempts_the_latest_requests_and_frees_what_it_keeps():
+    replica = Replica(params(kv_blocks=512))
+    for i in range(8):
+        replica.submit(Request(arrival=0.0, prompt=480, output=500))
+    replica.run_until(8)  # every prompt prefilled (a step each), none finished
+    held = 512 - replica.free_blocks
+    assert replica.num_running == 8 and held >= 8 * 30
+    replica.limit_kv(0.25)  # 128 blocks: four requests of ~31 blocks fit
+    assert replica.kv_blocks == 128 and 0 <= replica.free_blocks
+    assert 128 - replica.free_blocks == sum(r.blocks for r in replica.running)
+    assert replica.seen.preemptions >= 4 and replica.num_running <= 4
+    assert replica.kv_cache_usage > 0.9
+    # Never below one request of max_model_len (64 blocks of 16): vLLM could not serve it.
+    replica.limit_kv(0.01)
+    assert replica.kv_blocks == 64
+    replica.limit_kv(1.0)
+    replica.run_until(900)
+    assert replica.kv_blocks == 512 and replica.free_blocks == 512 and replica.seen.finished == 8
+
+
+def test_a_dead_engine_loses_every_request_in_flight():
+    replica = Replica(params())
+    for _ in range(12):
+        replica.submit(Request(arrival=0.0, prompt=200, output=100))
+    replica.run_until(0.5)
+    finished = replica.seen.finished
+    assert replica.die() == 12 - finished == replica.seen.lost
+    assert replica.num_running == replica.num_waiting == 0 and replica.free_blocks == 512
