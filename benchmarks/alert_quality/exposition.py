@@ -43,8 +43,10 @@ COUNTERS = {
     "vllm:num_preemptions_total": "preemptions",
 }
 # The benchmark asks for exactly the trace's output length (max_tokens, ignore_eos): every
-# request vLLM finishes stops at its length.
+# request vLLM finishes stops at its length, unless an error burst fails it.
 FINISHED_REASON = "length"
+# The queue limit a refused request hit (an incident's admission rejections).
+ADMISSION_REASON = "max_num_queued_reqs"
 
 
 class ReplicaMetrics:
@@ -64,6 +66,8 @@ class ReplicaMetrics:
         self.histograms = {family: t.histogram(family) for family in (*HISTOGRAMS, *DERIVED)}
         self.counters = {family: t.find(family) for family in COUNTERS}
         self.finished = t.find("vllm:request_success_total", finished_reason=FINISHED_REASON)
+        self.errored = t.find("vllm:request_success_total", finished_reason="error")
+        self.refused = t.find("vllm:admission_rejections_total", reason=ADMISSION_REASON)
         self.gauges = {
             "running": t.find("vllm:num_requests_running"),
             "waiting": t.find("vllm:num_requests_waiting"),
@@ -89,6 +93,8 @@ class ReplicaMetrics:
         for family, attr in COUNTERS.items():
             v[self.counters[family]] = getattr(s, attr)
         v[self.finished] = s.finished
+        v[self.errored] = s.errored
+        v[self.refused] = s.refused
         g = self.gauges
         v[g["running"]] = replica.num_running
         v[g["waiting"]] = v[g["waiting_capacity"]] = replica.num_waiting

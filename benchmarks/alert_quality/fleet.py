@@ -35,10 +35,9 @@ class Member:
     replica: Replica = field(init=False)
     metrics: ReplicaMetrics = field(init=False)
     server: Server = field(init=False)
-    error_share: float = 0.0  # of the requests routed here, failed with a 5xx
+    error_share: float = 0.0  # of the requests routed here, failed inside the engine (a 5xx)
     reject_share: float = 0.0  # refused at admission (a 4xx)
-    failed: int = 0  # requests answered with a 5xx: the error share, and those lost in flight
-    rejected: int = 0
+    lost: int = 0  # in flight when its engine died or a stop's grace ran out, over every start
     _pending: list = field(default_factory=list)
     _order: itertools.count = field(default_factory=itertools.count)
 
@@ -72,7 +71,7 @@ class Member:
     # -- what incidents do ---------------------------------------------------------------
 
     def engine_dies(self, at: float, logged: bool = True) -> None:
-        self.failed += self.replica.die()
+        self.lost += self.replica.die()
         self.server.engine_dies(at, logged)
 
     def stops(self, at: float) -> None:
@@ -82,7 +81,7 @@ class Member:
         self.at(at + GRACE, Member._stopped)
 
     def _stopped(self, at: float) -> None:
-        self.failed += self.replica.die()
+        self.lost += self.replica.die()
         self.server.stopped(at)
 
     def restart(self, at: float, startup: float, fails: bool = False) -> None:
@@ -157,11 +156,11 @@ class Fleet:
     def _route(self, member: Member, at: float, prompt: int, output: int) -> None:
         """One request to one member: refused or failed by the share an incident set, else
         submitted to its engine."""
-        draw = self.rng.random()
+        draw, seen = self.rng.random(), member.replica.seen
         if draw < member.reject_share:
-            member.rejected += 1
+            seen.refused += 1
         elif draw < member.reject_share + member.error_share:
-            member.failed += 1
+            seen.errored += 1
         else:
             member.replica.run_until(at)
             member.replica.submit(Request(at, prompt, output))

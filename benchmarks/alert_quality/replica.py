@@ -97,6 +97,8 @@ class Observations:
     finished: int = 0
     rejected: int = 0  # longer than max_model_len: vLLM answers 400
     lost: int = 0  # in flight when the engine died: the client gets an error
+    errored: int = 0  # failed inside the engine (an error burst): finished_reason="error"
+    refused: int = 0  # refused at admission by a queue limit (an incident): a 4xx
 
 
 class Replica:

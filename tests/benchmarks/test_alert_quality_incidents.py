@@ -90,7 +90,7 @@ def test_a_logged_engine_death_loses_what_was_in_flight_and_restarts_to_be_ready
     assert log.deaths["other"] == 1
     # A new process: its counters began at zero when it was ready, and it serves again.
     assert at[AT + DURATION + 1][1] < 5 < at[AT][1] and at[1500][1] > 100
-    assert hit.failed >= 1  # requests in flight at the death
+    assert hit.lost >= 1  # requests in flight at the death
     # The other replicas carried the model meanwhile.
     assert all(state(m) == ("ready", True, True) for m in f.members[1:])
     assert f.services[0].refused == 0
@@ -183,23 +183,27 @@ def test_kv_exhaustion_preempts_only_while_the_cache_is_small():
     assert at[4 * AT][1] == 512
 
 
+ERRORS = 'vllm:request_success_total{engine="0",finished_reason="error",model_name="chat"}'
+REFUSED = 'vllm:admission_rejections_total{model_name="chat",reason="max_num_queued_reqs"}'
+
+
 @pytest.mark.parametrize(
-    ("kind", "counted"), [("error_burst", "failed"), ("admission_rejections", "rejected")]
+    ("kind", "counted", "series"),
+    [("error_burst", "errored", ERRORS), ("admission_rejections", "refused", REFUSED)],
 )
-def test_a_share_of_the_requests_fails_or_is_refused_while_it_lasts(kind, counted):
-    f, seen = run(
-        kind,
-        share=0.3,
-        target={"model": "chat"},
-        rate=8.0,
-        every=AT,
-        watch=lambda f, t: sum(getattr(m, counted) for m in f.members),
-    )
+def test_a_share_of_the_requests_fails_or_is_refused_while_it_lasts(kind, counted, series):
+    def count(f, t):
+        return sum(getattr(m.replica.seen, counted) for m in f.members)
+
+    f, seen = run(kind, share=0.3, target={"model": "chat"}, rate=8.0, every=AT, watch=count)
     at = dict(seen)
     routed = 8.0 * DURATION
     assert at[AT] == 0
     assert at[AT + DURATION] == pytest.approx(0.3 * routed, rel=0.15)
     assert at[1500] == at[AT + DURATION]
+    # The engine counts them in the series vLLM counts them in.
+    for m in f.members:
+        assert f"{series} {float(getattr(m.replica.seen, counted))!r}" in m.metrics.render()
 
 
 def test_a_rolling_restart_takes_one_replica_out_after_the_other_and_never_the_whole_model():

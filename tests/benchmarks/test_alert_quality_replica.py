@@ -206,7 +206,7 @@ def test_a_hung_engine_runs_no_step_and_resumes_where_it_stopped():
 
 def test_a_shrunk_kv_cache_preempts_the_latest_requests_and_frees_what_it_keeps():
     replica = Replica(params(kv_blocks=512))
-    for i in range(8):
+    for _ in range(8):
         replica.submit(Request(arrival=0.0, prompt=480, output=500))
     replica.run_until(8)  # every prompt prefilled (a step each), none finished
     held = 512 - replica.free_blocks
