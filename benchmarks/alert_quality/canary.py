@@ -1,0 +1,120 @@
+"""The canary probe over the simulated fleet: vllm-probe's own metrics (vllm_probe.metrics, the
+code the real sidecar serves) fed with what each probe of a simulated server comes to.
+
+Every `interval` seconds (each wait drawn within +/- `jitter`, as the real probe draws it) a
+target is probed, at the fleet's step boundary: /health answers 200 while the server answers at
+all (a hung engine's too); the one-token completion is a real request in the replica's engine,
+queued with the users' (so its latency is what a user's first token waits, and the engine's
+counters include it, as the rules expect), and comes to:
+- success, with its latency, once the engine finishes it within `timeout`;
+- `timeout`, `timeout` seconds after it was sent, if it has not (a hung or drowned engine);
+- `refused` when nothing listens (a dead, stopped or starting server);
+- `http_5xx` when an error burst fails it as it fails users' requests, or the engine dies with
+  it in flight and says so; `error` (a reset connection) when the process vanishes silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from prometheus_client import generate_latest
+from vllm_probe.cli import build_parser
+from vllm_probe.metrics import ProbeMetrics, build_registry
+from vllm_probe.outcome import ERROR, HTTP_5XX, REFUSED, TIMEOUT, Outcome
+
+from .fleet import Fleet, Member
+from .replica import Replica, Request
+
+PROMPT_TOKENS = 2  # "ping" with the BOS token
+# vllm-probe's defaults, from its own command line.
+INTERVAL, TIMEOUT_S, JITTER = (
+    float(build_parser().get_default(k)) for k in ("interval", "timeout", "jitter")
+)
+
+
+@dataclass
+class _Pending:
+    sent: float
+    request: Request
+    replica: Replica
+
+
+class Canary:
+    def __init__(
+        self,
+        fleet: Fleet,
+        epoch: float,
+        seed: int,
+        interval: float = INTERVAL,
+        timeout: float = TIMEOUT_S,
+        jitter: float = JITTER,
+    ) -> None:
+        self.fleet, self.epoch = fleet, epoch
+        self.interval, self.timeout, self.jitter = interval, timeout, jitter
+        self.rng = np.random.default_rng(seed)
+        self.now = 0.0
+        members = fleet.members
+        self.metrics = ProbeMetrics(
+            {m.instance: m.model for m in members}, clock=lambda: self.epoch + self.now
+        )
+        # The first probes spread over one interval, as targets' first waits are.
+        self.next = {m.instance: float(self.rng.uniform(0, interval)) for m in members}
+        self.pending: dict[str, _Pending] = {}
+
+    def advance(self, t: float) -> None:
+        """Settle the probes in flight and send those due; call after the fleet's advance(t)."""
+        for member in self.fleet.members:
+            self._settle(member, t)
+            if member.instance not in self.pending and self.next[member.instance] <= t:
+                self._send(member, t)
+
+    def exposition(self) -> bytes:
+        return generate_latest(build_registry(self.metrics))
+
+    # -- one target ------------------------------------------------------------------------
+
+    def _send(self, member: Member, t: float) -> None:
+        wait = self.interval * (1 + self.rng.uniform(-self.jitter, self.jitter))
+        self.next[member.instance] = t + wait
+        server = member.server
+        if not server.answering:
+            self._record(member, t, Outcome.failure(REFUSED, "nothing listens"), health_up=False)
+            return
+        if self.rng.random() < member.error_share:
+            member.replica.seen.errored += 1
+            self._record(member, t, Outcome.failure(HTTP_5XX, "an error burst", 500), health_up=True)
+            return
+        request = Request(t, PROMPT_TOKENS, 1)
+        member.replica.submit(request)
+        self.pending[member.instance] = _Pending(t, request, member.replica)
+
+    def _settle(self, member: Member, t: float) -> None:
+        probe = self.pending.get(member.instance)
+        if probe is None:
+            return
+        done = probe.request.finished_at
+        if done is not None and done - probe.sent <= self.timeout:
+            outcome = Outcome.success(done - probe.sent, 200)
+            at = done
+        elif t - probe.sent >= self.timeout:
+            outcome, at = (
+                Outcome.failure(TIMEOUT, f"no answer within {self.timeout:g} s"),
+                probe.sent + self.timeout,
+            )
+        elif member.replica is not probe.replica or not member.server.engine_alive:
+            # The engine died with the probe in flight: vLLM answers 500 when it logs the death;
+            # a process killed without a word resets the connection.
+            logged = member.server.log.state == "dead"
+            outcome = Outcome.failure(
+                HTTP_5XX if logged else ERROR, "the engine died", 500 if logged else None
+            )
+            at = t
+        else:
+            return
+        del self.pending[member.instance]
+        self._record(member, at, outcome, health_up=member.server.answering)
+
+    def _record(self, member: Member, at: float, outcome: Outcome, health_up: bool) -> None:
+        self.now = at
+        self.metrics.record_probe(member.instance, member.model, outcome, health_up)

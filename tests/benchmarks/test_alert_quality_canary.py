@@ -1,0 +1,100 @@
+"""The canary over the simulated fleet probes each replica every interval and comes to what the
+real probe would: successes with a user's wait on a healthy replica, refusals while nothing
+listens, timeouts with /health still 200 on a hung engine, 5xx in an error burst; and its
+series are the real probe's."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchmarks.alert_quality.canary import INTERVAL, Canary
+from benchmarks.alert_quality.fleet import Fleet
+from benchmarks.alert_quality.incidents import schedule
+from tests.benchmarks.test_alert_quality_fleet import TEMPLATE, steady
+from tests.benchmarks.test_alert_quality_incidents import AT, DURATION, EPOCH, scenario
+from tests.benchmarks.test_alert_quality_replica import params
+
+
+def probed(kind: str, **kw) -> tuple[Fleet, Canary, list]:
+    """The scenario run second by second with the canary; per second, what the canary has
+    recorded for the first replica: (requests, failures by reason, success, health_up)."""
+    sc = scenario(kind, **kw)
+    f = Fleet([(sc.fleet[0], params(), steady(4.0, sc.duration))], started=EPOCH, seed=5, template=TEMPLATE)
+    schedule(f, sc)
+    canary = Canary(f, EPOCH, seed=2)
+    seen, t = [], 0.0
+    while t < sc.duration:
+        t += 1
+        f.advance(t)
+        canary.advance(t)
+        s = canary.metrics.targets[f.members[0].instance]
+        seen.append((t, (s.by_model.requests, dict(s.by_model.failures), s.by_model.success, s.health_up)))
+    return f, canary, seen
+
+
+def between(seen: list, start: float, end: float) -> tuple[int, dict]:
+    """Probes of the first replica recorded in [start, end): how many, and failures by reason."""
+    at = dict(seen)
+    requests = at[end][0] - at[start][0]
+    failures = {r: at[end][1][r] - at[start][1][r] for r in at[end][1]}
+    return requests, failures
+
+
+def test_a_healthy_replica_is_probed_every_interval_and_answers_as_a_user_would():
+    f, canary, seen = probed("quiet")
+    requests, failures = between(seen, 60, 1500)
+    assert requests == pytest.approx(1440 / INTERVAL, rel=0.1)
+    assert sum(failures.values()) == 0
+    s = canary.metrics.targets[f.members[0].instance].by_model
+    assert s.success == 1 and s.duration_count == s.requests
+    assert s.duration_sum / s.duration_count < 0.5  # a prompt of 2 tokens on a calm replica
+    # The probe's requests are engine requests: the replica finished them with the users'.
+    engine = f.members[0].replica.seen
+    probes = [
+        g
+        for p, g in zip(engine.request_prompt_tokens, engine.request_generation_tokens, strict=True)
+        if p == 2
+    ]
+    assert probes == [1] * s.requests  # one token each: the probe asks for max_tokens 1
+
+
+def test_nothing_listens_on_a_dead_replica_and_it_answers_again_once_restarted():
+    _, _, seen = probed("engine_death")
+    down_requests, down = between(seen, AT + 20, AT + DURATION - 1)
+    assert down_requests >= 30 and down["refused"] == down_requests
+    at = dict(seen)
+    assert at[AT + 100][3] == 0  # /health does not answer either
+    after_requests, after = between(seen, AT + DURATION + 20, 1500)
+    assert after_requests >= 30 and sum(after.values()) == 0
+    assert at[1500][2] == 1 and at[1500][3] == 1
+
+
+def test_a_hung_engine_times_out_every_probe_while_health_answers_200():
+    _, _, seen = probed("hung_engine")
+    requests, failures = between(seen, AT + 20, AT + DURATION - 1)
+    assert requests >= 30 and failures["timeout"] == requests
+    at = dict(seen)
+    assert at[AT + DURATION - 1][3] == 1 and at[AT + DURATION - 1][2] == 0
+
+
+def test_an_error_burst_fails_the_probe_as_often_as_the_users_requests():
+    _, _, seen = probed("error_burst", share=0.5, target={"model": "chat"}, duration="1200s")
+    requests, failures = between(seen, AT, AT + 1199)
+    assert failures["http_5xx"] == pytest.approx(requests / 2, abs=4 * (requests / 4) ** 0.5)
+    assert failures["timeout"] == failures["refused"] == 0
+
+
+def test_the_canarys_series_are_the_real_probes_with_the_replica_as_target():
+    f, canary, _ = probed("quiet")
+    families = {fam.name: fam for fam in text_string_to_metric_families(canary.exposition().decode())}
+    assert {
+        "vllm_probe_success",
+        "vllm_probe_requests",
+        "vllm_probe_failures",
+        "vllm_probe_health_up",
+    } <= set(families)
+    targets = {s.labels["target"] for s in families["vllm_probe_success"].samples}
+    assert targets == {m.instance for m in f.members}
+    models = {s.labels["model_name"] for s in families["vllm_probe_success"].samples}
+    assert models == {"chat"}
