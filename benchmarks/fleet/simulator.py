@@ -24,6 +24,7 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -78,19 +79,24 @@ def route(fleet: Fleet, path: str) -> bytes | None:
     return None
 
 
-async def serve_connection(fleet: Fleet, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+# A path's answer: (status line, body), or None for 404.
+Answer = Callable[[str], "tuple[bytes, bytes] | None"]
+
+
+async def serve_connection(
+    answer: Answer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Answer GET/HEAD requests on one keep-alive connection until the client closes it."""
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             method, path, _ = lines[0].split(" ", 2)
             headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
-            body = route(fleet, path) if method in ("GET", "HEAD") else None
-            status = b"200 OK" if body is not None else b"404 Not Found"
+            found = answer(path) if method in ("GET", "HEAD") else None
+            status, body = found if found is not None else (b"404 Not Found", b"not found\n")
             extra = b""
-            if body is None:
-                body = b"not found\n"
-            elif "gzip" in headers.get("accept-encoding", "") and len(body) > 1024:
+            if "gzip" in headers.get("accept-encoding", "") and len(body) > 1024:
                 body = gzip.compress(body, compresslevel=1)
                 extra = b"Content-Encoding: gzip\r\n"
             close = headers.get("connection", "").lower() == "close"
@@ -118,7 +124,11 @@ async def serve_connection(fleet: Fleet, reader: asyncio.StreamReader, writer: a
 
 
 async def serve(fleet: Fleet, host: str, port: int, ready: asyncio.Event | None = None) -> None:
-    server = await asyncio.start_server(lambda r, w: serve_connection(fleet, r, w), host, port, backlog=4096)
+    def answer(path: str) -> tuple[bytes, bytes] | None:
+        body = route(fleet, path)
+        return None if body is None else (b"200 OK", body)
+
+    server = await asyncio.start_server(lambda r, w: serve_connection(answer, r, w), host, port, backlog=4096)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

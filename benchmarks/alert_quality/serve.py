@@ -1,0 +1,101 @@
+"""The simulated fleet over HTTP, in real time, for a real Prometheus to scrape.
+
+    /replicas/<instance>/metrics   the replica's vLLM /metrics; 503 while its server does not
+                                   answer (a dead, stopped or starting server: Prometheus fails
+                                   the scrape and `up` is 0, as for a refused connection)
+    /replicas/<instance>/log       its log exporter's /metrics (a sidecar that answers throughout)
+    /probe/metrics                 the canary's /metrics (one probe watching every replica)
+    /health
+
+`targets` writes the file_sd files that name them, with the labels the bundle's scrape jobs
+expect (the replica's `instance`; the log exporter's `__vllm_instance`, which the bundle's job
+relabels into `instance`). The simulated clock runs one to one with the wall clock from `start`,
+the Unix time the fleet and the canary were built with as their time 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from ..fleet.simulator import serve_connection
+from .canary import Canary
+from .fleet import Fleet
+
+UNAVAILABLE = (b"503 Service Unavailable", b"the server does not answer\n")
+
+
+class Simulation:
+    def __init__(self, fleet: Fleet, canary: Canary, start: float) -> None:
+        self.fleet, self.canary, self.start = fleet, canary, start
+        self.members = {m.instance: m for m in fleet.members}
+
+    def tick(self, wall: float) -> None:
+        """Run the fleet and the canary to the simulated time of wall-clock `wall`."""
+        t = wall - self.start
+        if t > self.fleet.now:
+            self.fleet.advance(t)
+            self.canary.advance(t)
+
+    def answer(self, path: str) -> tuple[bytes, bytes] | None:
+        parts = path.split("?", 1)[0].strip("/").split("/")
+        if parts == ["health"]:
+            return b"200 OK", b"ok\n"
+        if parts == ["probe", "metrics"]:
+            return b"200 OK", self.canary.exposition()
+        if len(parts) == 3 and parts[0] == "replicas" and parts[1] in self.members:
+            member = self.members[parts[1]]
+            if parts[2] == "metrics":
+                if not member.server.answering:
+                    return UNAVAILABLE
+                return b"200 OK", member.metrics.render().encode()
+            if parts[2] == "log":
+                return b"200 OK", member.server.log.exposition()
+        return None
+
+    def targets(self, folder: Path, address: str) -> dict[str, Path]:
+        """The file_sd files of the three scrape jobs, by job name."""
+        folder.mkdir(parents=True, exist_ok=True)
+        by_job = {
+            "vllm": [
+                {
+                    "targets": [address],
+                    "labels": {"__metrics_path__": f"/replicas/{i}/metrics", "instance": i},
+                }
+                for i in self.members
+            ],
+            "vllm-log-exporter": [
+                {
+                    "targets": [address],
+                    "labels": {"__metrics_path__": f"/replicas/{i}/log", "__vllm_instance": i},
+                }
+                for i in self.members
+            ],
+            "vllm-probe": [{"targets": [address], "labels": {"__metrics_path__": "/probe/metrics"}}],
+        }
+        out = {}
+        for job, groups in by_job.items():
+            path = folder / f"{job}.json"
+            staged = path.with_suffix(".tmp")
+            staged.write_text(json.dumps(groups, indent=1))
+            staged.replace(path)  # Prometheus watches the file: never let it read half of it
+            out[job] = path
+        return out
+
+
+async def serve(
+    sim: Simulation, host: str, port: int, started: asyncio.Event, stop: asyncio.Event, step: float = 1.0
+) -> None:
+    """Serve until `stop` is set, the clock advanced every `step` wall seconds (between
+    requests: one loop); `started` once listening."""
+    server = await asyncio.start_server(lambda r, w: serve_connection(sim.answer, r, w), host, port)
+    async with server:
+        started.set()
+        while not stop.is_set():
+            sim.tick(time.time())
+            try:
+                await asyncio.wait_for(stop.wait(), step)
+            except TimeoutError:
+                pass
