@@ -34,7 +34,6 @@ function(c)
   local stallWindow = c.stallWindow;
   local stallFor = c.stallFor;
   local targetDownFor = c.targetDownFor;
-  local targetDownForSeconds = std.toString(f.seconds(c.targetDownFor));
   local metricsAbsentFor = c.metricsAbsentFor;
   local hungFor = c.hungFor;
   local hungWindow = c.hungWindow;
@@ -128,7 +127,6 @@ function(c)
   stallWindow: stallWindow,
   stallFor: stallFor,
   targetDownFor: targetDownFor,
-  targetDownForSeconds: targetDownForSeconds,
   metricsAbsentFor: metricsAbsentFor,
   hungFor: hungFor,
   hungWindow: hungWindow,

@@ -441,7 +441,7 @@ local values = import '../lib/values.libsonnet';
               '(\n' +
               '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"ready"}) == 1\n' +
               '  and on (' + v.clusterBy + 'instance)\n' +
-              '  time() - max by (' + v.clusterBy + 'instance) (vllm_log_server_state_since_timestamp_seconds{' + v.logExporterSelector + '}) < ' + v.targetDownForSeconds + '\n' +
+              '  max by (' + v.clusterBy + 'instance) (timestamp(up{' + v.vllmSelector + '})) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_server_state_since_timestamp_seconds{' + v.logExporterSelector + '})\n' +
               '),\n' +
               '  "cause", "down", "", ""\n' +
               ')\n' +

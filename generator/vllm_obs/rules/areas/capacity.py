@@ -7,8 +7,8 @@ start), `unhealthy` (under vLLM's fault tolerance, an engine the API server repo
 unhealthy), `out_of_memory` (the same, or starting again, with an out-of-memory logged within
 `alerts.log_event_window`), `restarting` (starting again after a crash: no planned stop before
 it), `hung` (the canary failed the whole hung window while /health answered and no token came
-out) or `down` (not scraped for `alerts.target_down_for`, or gone from discovery; a replica
-whose log shows it ready is given that long for its first scrape). A replica stopped or
+out) or `down` (not scraped for `alerts.target_down_for`, or gone from discovery; not while its
+log says it became ready since Prometheus last tried to scrape it). A replica stopped or
 restarted on purpose, as its log tells, counts as ready. The model pages when fewer than
 `paging.min_ready_replicas` are ready, or fewer than `paging.capacity_fraction` of the replicas
 still discovered; the page has one alert per replica that is not ready, grouped into one
@@ -169,9 +169,11 @@ def _out_of_memory(v: Vocabulary) -> str:
 
 def _down(v: Vocabulary) -> str:
     """Not scraped once within target_down_for, or gone from service discovery; with log
-    exporters, not ready as its log says for less than target_down_for either. A server back
-    from a stop is ready in its log before Prometheus next scrapes it: without the log's word,
-    the page would fire for that one scrape interval at every planned restart."""
+    exporters, not while its log says it became ready after Prometheus last tried to scrape it.
+    A server back from a stop is ready in its log before Prometheus next scrapes it: without
+    that, the page would fire for that one scrape interval at every planned restart. The first
+    scrape after it ends the excuse, answered or not (a server that dies silently before it is
+    down again at once)."""
     up = selector("up", v.vllm)
     down = (
         f"{v.names.served_model}\nunless on ({by(v.scope.instance)})\n"
@@ -181,10 +183,10 @@ def _down(v: Vocabulary) -> str:
         return down
     target = by(v.targets.target)
     since = select(LOG, "vllm_log_server_state_since_timestamp_seconds", v.exporter)
-    window = int(seconds(v.cfg.alerts.target_down_for))
     return (
         f"{down}\nunless on ({target})\n(\n  max by ({target}) ({server_state(v, 'ready')}) == 1\n"
-        f"  and on ({target})\n  time() - max by ({target}) ({since}) < {window}\n)"
+        f"  and on ({target})\n"
+        f"  max by ({target}) (timestamp({up})) < on ({target}) max by ({target}) ({since})\n)"
     )
 
 
@@ -377,38 +379,38 @@ def _lifecycle_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case
 
 
 def _back_from_a_stop_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case]:
-    """A replica stopped on purpose (minute 1) and started again is ready in its log (minute
-    `ready`) before Prometheus scrapes it: no page while the log says it is ready for less than
-    target_down_for; `down` once that long has passed without a scrape."""
+    """A replica stopped on purpose (minute 1) and started again is ready in its log at minute
+    `ready`, before Prometheus has scraped it again (no `up` sample at that minute): no page
+    then; the first scrape after it decides, and a failed one pages `down` at once."""
     down_after = minutes(io.cfg.alerts.target_down_for)
     ready = 2 + down_after + 1  # ready in its log after longer than target_down_for unscraped
-    longer = ready + down_after + 2
     states = ["ready", "stopped", *["starting"] * (ready - 2), "ready"]
     since = " ".join(str(60 * m) for m in (0, 1, *[2] * (ready - 2), ready))
     startup_complete = " ".join(["30"] * ready + [str(60 * ready)])
 
-    def back(case: Case, up: str, length: int) -> None:
-        replicas(case, (REPLICA,), {REPLICA: up})
-        io.server_state(case, length, since, states)
+    def back(case: Case, after: str) -> None:
+        # up: 1, then 0 while stopped and starting, no scrape yet at minute `ready`, then `after`.
+        replicas(case, (REPLICA,), {REPLICA: " ".join(["1", *["0"] * (ready - 1), "_", after])})
+        io.server_state(case, span, since, states)
         io.event_times(
-            case, length, startup_complete=startup_complete, shutdown="0 60", startup_begin="0 0 120"
+            case, span, startup_complete=startup_complete, shutdown="0 60", startup_begin="0 0 120"
         )
 
-    scraped = Case(
+    answered = Case(
         "VllmModelCapacityLow stays silent while a replica back from a planned stop is ready in its log "
-        "and not yet scraped"
+        "and Prometheus has not scraped it since"
     )
-    back(scraped, " ".join(["1", *["0"] * ready, f"1+0x{span}"]), span)  # up 0 until minute `ready`
-    scraped.checks = [Check(ready, rule.name, []), Check(ready + 1, rule.name, [])]
-    unreachable = Case(
-        "VllmModelCapacityLow pages when a replica its log says is ready goes unscraped for alerts.target_down_for"
+    back(answered, f"1+0x{span}")
+    answered.checks = [Check(ready, rule.name, []), Check(ready + 1, rule.name, [])]
+    unanswered = Case(
+        "VllmModelCapacityLow pages at the first failed scrape of a replica its log says is ready again"
     )
-    back(unreachable, f"1 0+0x{longer}", longer)
-    unreachable.checks = [
-        Check(ready + down_after - 1, rule.name, []),
-        Check(ready + down_after, rule.name, [Expect(rule, result(REPLICA, "down"), 0)]),
+    back(unanswered, f"0+0x{span}")
+    unanswered.checks = [
+        Check(ready, rule.name, []),
+        Check(ready + 1, rule.name, [Expect(rule, result(REPLICA, "down"), 0)]),
     ]
-    return [scraped, unreachable]
+    return [answered, unanswered]
 
 
 def _hung_cases(rule, io: Inputs, replicas, result) -> list[Case]:
