@@ -11,6 +11,8 @@ counters include it, as the rules expect), and comes to:
 - `refused` when nothing listens (a dead, stopped or starting server);
 - `http_5xx` when an error burst fails it as it fails users' requests, or the engine dies with
   it in flight and says so; `error` (a reset connection) when the process vanishes silently.
+Admission rejections do not turn it away: the incident refuses a share of the users' requests,
+not those over a queue length the probe would find.
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ class Canary:
         self.metrics = ProbeMetrics(
             {m.instance: m.model for m in members}, clock=lambda: self.epoch + self.now
         )
-        # The first probes spread over one interval, as targets' first waits are.
-        self.next = {m.instance: float(self.rng.uniform(0, interval)) for m in members}
+        # Every target is probed at the start, as the probe does; then each wait is drawn.
+        self.next = dict.fromkeys((m.instance for m in members), 0.0)
         self.pending: dict[str, _Pending] = {}
 
     def advance(self, t: float) -> None:
@@ -76,7 +78,8 @@ class Canary:
 
     def _send(self, member: Member, t: float) -> None:
         wait = self.interval * (1 + self.rng.uniform(-self.jitter, self.jitter))
-        self.next[member.instance] = t + wait
+        # From when it was due, not from the step it went out in (no drift); never in the past.
+        self.next[member.instance] = max(self.next[member.instance] + wait, t)
         server = member.server
         if not server.answering:
             self._record(member, t, Outcome.failure(REFUSED, "nothing listens"), health_up=False)
@@ -93,23 +96,21 @@ class Canary:
         probe = self.pending.get(member.instance)
         if probe is None:
             return
-        done = probe.request.finished_at
-        if done is not None and done - probe.sent <= self.timeout:
-            outcome = Outcome.success(done - probe.sent, 200)
-            at = done
-        elif t - probe.sent >= self.timeout:
-            outcome, at = (
-                Outcome.failure(TIMEOUT, f"no answer within {self.timeout:g} s"),
-                probe.sent + self.timeout,
-            )
-        elif member.replica is not probe.replica or not member.server.engine_alive:
+        done, deadline, died = probe.request.finished_at, probe.sent + self.timeout, member.died_at
+        if done is not None and done <= deadline:
+            outcome, at = Outcome.success(done - probe.sent, 200), done
+        elif died is not None and probe.sent <= died < deadline:
             # The engine died with the probe in flight: vLLM answers 500 when it logs the death;
             # a process killed without a word resets the connection.
-            logged = member.server.log.state == "dead"
+            logged = member.server.log.last["engine_dead"] == died
             outcome = Outcome.failure(
                 HTTP_5XX if logged else ERROR, "the engine died", 500 if logged else None
             )
-            at = t
+            at = died
+        elif t >= deadline:
+            # The probe hangs up; vLLM aborts the request (a hung engine, once it steps again).
+            probe.replica.abort(probe.request)
+            outcome, at = Outcome.failure(TIMEOUT, f"no answer within {self.timeout:g} s"), deadline
         else:
             return
         del self.pending[member.instance]

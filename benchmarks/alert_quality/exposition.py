@@ -67,6 +67,7 @@ class ReplicaMetrics:
         self.counters = {family: t.find(family) for family in COUNTERS}
         self.finished = t.find("vllm:request_success_total", finished_reason=FINISHED_REASON)
         self.errored = t.find("vllm:request_success_total", finished_reason="error")
+        self.aborted = t.find("vllm:request_success_total", finished_reason="abort")
         self.refused = t.find("vllm:admission_rejections_total", reason=ADMISSION_REASON)
         self.gauges = {
             "running": t.find("vllm:num_requests_running"),
@@ -94,6 +95,7 @@ class ReplicaMetrics:
             v[self.counters[family]] = getattr(s, attr)
         v[self.finished] = s.finished
         v[self.errored] = s.errored
+        v[self.aborted] = s.aborted
         v[self.refused] = s.refused
         g = self.gauges
         v[g["running"]] = replica.num_running

@@ -38,6 +38,7 @@ class Member:
     error_share: float = 0.0  # of the requests routed here, failed inside the engine (a 5xx)
     reject_share: float = 0.0  # refused at admission (a 4xx)
     lost: int = 0  # in flight when its engine died or a stop's grace ran out, over every start
+    died_at: float | None = None  # the last engine death
     _pending: list = field(default_factory=list)
     _order: itertools.count = field(default_factory=itertools.count)
 
@@ -72,12 +73,14 @@ class Member:
 
     def engine_dies(self, at: float, logged: bool = True) -> None:
         self.lost += self.replica.die()
+        self.died_at = at
         self.server.engine_dies(at, logged)
 
-    def stops(self, at: float) -> None:
-        """A planned stop: out of the Service at once, stopped after the grace period, what it
-        still holds then lost."""
-        self.server.stopping(at)
+    def stop(self, at: float) -> None:
+        """Schedule a planned stop at `at`: out of the Service at once, stopped after the grace
+        period, what it still holds then lost. (Both scheduled now, so that a start scheduled
+        after this call for the moment the grace ends comes after the stop.)"""
+        self.at(at, lambda m, t: m.server.stopping(t))
         self.at(at + GRACE, Member._stopped)
 
     def _stopped(self, at: float) -> None:
@@ -130,16 +133,15 @@ class Fleet:
         return [m for s in self.services for m in s.members]
 
     def advance(self, t: float) -> None:
-        """Apply the changes scheduled before t, route every request that arrived before t
-        and run every live engine to t. (A change takes effect at the start of the step it
-        falls in: the fleet is advanced in steps of a second or so.)"""
+        """Route every request that arrived before t and run every live engine to t, each
+        member's scheduled changes applied in time order between the arrivals."""
         for service in self.services:
-            for member in service.members:
-                member.apply_until(t)
             a = service.arrivals
             while service.next < len(a.time) and a.time[service.next] < t:
                 i = service.next
                 service.next += 1
+                for member in service.members:
+                    member.apply_until(float(a.time[i]))
                 ready = [k for k, m in enumerate(service.members) if m.ready]
                 if not ready:
                     service.refused += 1
@@ -148,6 +150,7 @@ class Fleet:
                 service.routed[k] += 1
                 self._route(service.members[k], float(a.time[i]), int(a.prompt[i]), int(a.output[i]))
             for member in service.members:
+                member.apply_until(t)
                 if member.server.engine_alive:
                     member.replica.run_until(t)
                 member.metrics.update(member.replica)

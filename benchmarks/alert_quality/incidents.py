@@ -74,7 +74,7 @@ def _failed_start(member: Member, incident: Incident, startup: float) -> None:
     """A rollout with a configuration the server cannot start with: a planned stop at `at`,
     then every start fails at engine initialisation (half way through a start) with the
     orchestrator's back-off between them, until a start that can succeed is ready at `end`."""
-    member.at(incident.at, lambda m, at: m.stops(at))
+    member.stop(incident.at)
     good = incident.end - startup
     t, k = incident.at + GRACE, 0
     while t + backoff(k) + startup / 2 < good:
@@ -115,7 +115,7 @@ def _rolling_restart(member: Member, incident: Incident, startup: float) -> None
     each stopped gracefully and started again at once."""
     step = seconds(str(incident.params["per_replica"]))
     stop = incident.at + member.index * step
-    member.at(stop, lambda m, at: m.stops(at))
+    member.stop(stop)
     member.restart(stop + GRACE, startup)
 
 

@@ -18,9 +18,10 @@ What it reports are the raw observations (seconds and token counts) of the famil
 exposes; turning them into buckets is the exposition's job.
 
 The benchmark's incidents act on it through three faults: a slowdown (every step takes longer),
-a hang (no step runs; requests pile up and wait) and a smaller KV cache (requests holding more
-blocks than are left are preempted at once). A death is the end of the Replica: its requests in
-flight are lost, and the server that starts again is a new one, its counters from zero.
+a hang (no step runs; requests pile up and wait) and a smaller KV cache (the most recently
+admitted requests are preempted until the rest fit). A death is the end of the Replica: its
+requests in flight are lost, and the server that starts again is a new one, its counters from
+zero. A request whose client gave up is aborted (vLLM counts it finished, reason `abort`).
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class Observations:
     lost: int = 0  # in flight when the engine died: the client gets an error
     errored: int = 0  # failed inside the engine (an error burst): finished_reason="error"
     refused: int = 0  # refused at admission by a queue limit (an incident): a 4xx
+    aborted: int = 0  # the client disconnected first: finished_reason="abort"
 
 
 class Replica:
@@ -187,6 +189,18 @@ class Replica:
             self._preempt(self.running[-1])
         self.free_blocks += usable - self.kv_blocks
         self.kv_blocks = usable
+
+    def abort(self, request: Request) -> None:
+        """The client gave up: the request leaves the queue or the batch, its blocks freed."""
+        if request in self.waiting:
+            self.waiting.remove(request)
+        elif request in self.running:
+            self.running.remove(request)
+            self.free_blocks += request.blocks
+            request.blocks = 0
+        else:
+            return
+        self.seen.aborted += 1
 
     def die(self) -> int:
         """The engine dies: every request in flight is lost (its client gets an error). The

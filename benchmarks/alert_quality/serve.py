@@ -97,5 +97,5 @@ async def serve(
             sim.tick(time.time())
             try:
                 await asyncio.wait_for(stop.wait(), step)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # the builtin TimeoutError only from Python 3.11
                 pass

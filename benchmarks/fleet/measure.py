@@ -305,8 +305,8 @@ def check_equivalence(
     for q in queries:
         if not q.uses_recording_rules:
             continue
-        # The evaluations of the first record read that has series: a query may read one that is
-        # empty on this fleet, e.g. `engine_spread or per_replica * 0` where no replica has two engines.
+        # The evaluations of the first record read that has series: a query may read several
+        # with `or`, and one of them may have no series on this fleet.
         evaluations = (_evaluations(prom, name) for name in recorded_names_in(q.expr, rules))
         stamps = next((found for found in evaluations if found), [])
         if len(stamps) <= evaluation:

@@ -181,6 +181,7 @@ def test_kv_exhaustion_preempts_only_while_the_cache_is_small():
     assert at[AT] == (0, 512)
     assert at[2 * AT][0] > 0 and at[2 * AT][1] == 77
     assert at[4 * AT][1] == 512
+    assert at[5 * AT][0] == at[4 * AT][0]  # the whole cache again: no more preemptions
 
 
 ERRORS = 'vllm:request_success_total{engine="0",finished_reason="error",model_name="chat"}'
@@ -210,10 +211,14 @@ def test_a_rolling_restart_takes_one_replica_out_after_the_other_and_never_the_w
     per = 100
 
     def out(f, t):
-        return sum(not m.ready for m in f.members)
+        return sum(not m.ready for m in f.members), state(f.members[0])
 
     f, seen = run("rolling_restart", per_replica=f"{per}s", target={"model": "chat"}, watch=out)
-    most = max(n for _, n in seen)
+    first = {t: s for t, (_, s) in seen}
+    assert first[AT + 1] == ("stopping", True, False)  # still answering while it drains
+    assert first[AT + GRACE + 1] == ("starting", False, False)
+    assert first[AT + GRACE + STARTUP + 1] == ("ready", True, True)
+    most = max(n for _, (n, _) in seen)
     assert most == -(-(GRACE + STARTUP) // per)  # the overlap of one replica's time out with the next
     assert f.services[0].refused == 0 and most < len(f.members)
     for m in f.members:

@@ -58,6 +58,10 @@ def test_prometheus_scrapes_the_fleet_its_log_exporters_and_the_canary_through_t
     )
     server.start()
     try:
+        deadline = time.monotonic() + 10
+        while not started.is_set() and server.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.is_set(), f"the fleet's HTTP server did not start on port {port}"
         with Prometheus(config, tmp_path) as prom:
             d, a = dead.instance, alive.instance
             prom.wait_for(f'up{{job="vllm", instance="{d}"}} == 0', timeout=60)
@@ -77,4 +81,5 @@ def test_prometheus_scrapes_the_fleet_its_log_exporters_and_the_canary_through_t
     finally:
         loop.call_soon_threadsafe(stop.set)
         server.join(timeout=10)
+        assert not server.is_alive(), "the fleet's HTTP server did not stop"
         loop.close()
