@@ -1,0 +1,181 @@
+"""A generated bundle on a clock `factor` times as fast: what a simulated day needs to run in
+an hour on a real Prometheus and Alertmanager.
+
+The simulated fleet lives on a virtual clock: simulated second t happens at wall time
+`epoch + t / factor`, and every timestamp it exposes (a log line's, a probe's) is virtual,
+`epoch + t`. Its counters advance by the simulated amounts, so per wall second `factor` times
+as fast. The bundle keeps its meaning on that clock when, and only when:
+
+- every duration is divided by the factor: range windows and subquery steps, offsets, `for`
+  and `keep_firing_for`, rule groups' intervals, scrape and evaluation intervals, Alertmanager's
+  group_wait, group_interval and repeat_interval (a window still holds as many scrapes);
+- every per-second function (`rate`, `irate`, `deriv`) is divided by the factor, so it reads
+  per simulated second and every rate threshold keeps its unit (`increase`, ratios and
+  quantiles need nothing);
+- `time()` and `timestamp(...)` read the virtual clock (`epoch + (wall - epoch) * factor`), so
+  an age computed against an exposed timestamp is in simulated seconds;
+- `predict_linear`'s horizon, in wall seconds, is divided by the factor.
+
+Anything else that reads the clock the rewrite does not know is refused, so a rule added later
+cannot silently run on the wrong clock. Annotations and runbooks are left as written: they
+speak of the simulated durations, which is what the rules now mean.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from vllm_obs.promql import seconds
+
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1))
+_RANGE = re.compile(r"\[\s*([0-9a-z]+)\s*(?::\s*([0-9a-z]*)\s*)?\]")
+_OFFSET = re.compile(r"\boffset\s+(-?)([0-9a-z]+)")
+_PER_SECOND = re.compile(r"\b(rate|irate|deriv)\(")
+_CLOCK = re.compile(r"\b(time|timestamp)\(")
+_PREDICT = re.compile(r"\bpredict_linear\(")
+# Functions that read the clock in a way the rewrite does not translate.
+_UNKNOWN_CLOCK = re.compile(r"\b(day_of_month|day_of_week|day_of_year|days_in_month|hour|minute|month|year|holt_winters|double_exponential_smoothing)\(|@")
+# Prometheus' own default, scaled with the rest (a sample older than this is not current).
+LOOKBACK_DELTA = "5m"
+RESEND_DELAY = "1m"
+
+
+class TimeScaleError(ValueError):
+    """A bundle the rewrite cannot put on the fast clock."""
+
+
+def duration(value: str, factor: float) -> str:
+    """A Prometheus duration divided by the factor, in whole milliseconds ("5m", 10 -> "30s")."""
+    ms = round(seconds(value) * 1000 / factor)
+    if ms == 0:
+        return "0s" if seconds(value) == 0 else "1ms"
+    out = ""
+    for unit, size in _UNITS:
+        if ms >= size:
+            out += f"{ms // size}{unit}"
+            ms %= size
+    return out
+
+
+def expression(expr: str, factor: float, epoch: float) -> str:
+    """One PromQL expression on the fast clock (see the module's docstring)."""
+    unknown = _UNKNOWN_CLOCK.search(expr)
+    if unknown:
+        raise TimeScaleError(f"cannot put {unknown.group(0)!r} on a fast clock, in: {expr}")
+    expr = _RANGE.sub(
+        lambda m: f"[{duration(m.group(1), factor)}"
+        + (f":{duration(m.group(2), factor) if m.group(2) else ''}" if m.group(2) is not None else "")
+        + "]",
+        expr,
+    )
+    expr = _OFFSET.sub(lambda m: f"offset {m.group(1)}{duration(m.group(2), factor)}", expr)
+    expr = _wrap(expr, _PER_SECOND, lambda call: f"({call} / {_number(factor)})")
+    e = _number(epoch)
+    expr = _wrap(expr, _CLOCK, lambda call: f"({e} + ({call} - {e}) * {_number(factor)})")
+    return _wrap(expr, _PREDICT, lambda call: _predict(call, factor))
+
+
+def rules(data: dict, factor: float, epoch: float) -> dict:
+    """A rule file's groups on the fast clock."""
+    for group in data.get("groups", []):
+        if "interval" in group:
+            group["interval"] = duration(group["interval"], factor)
+        for rule in group.get("rules", []):
+            rule["expr"] = expression(str(rule["expr"]), factor, epoch)
+            for key in ("for", "keep_firing_for"):
+                if key in rule:
+                    rule[key] = duration(rule[key], factor)
+    return data
+
+
+def prometheus(data: dict, factor: float) -> dict:
+    for section in [data.get("global", {}), *data.get("scrape_configs", [])]:
+        for key in ("scrape_interval", "scrape_timeout", "evaluation_interval"):
+            if key in section:
+                section[key] = duration(section[key], factor)
+    return data
+
+
+def alertmanager(data: dict, factor: float) -> dict:
+    def route(node: dict) -> None:
+        for key in ("group_wait", "group_interval", "repeat_interval"):
+            if key in node:
+                node[key] = duration(node[key], factor)
+        for child in node.get("routes", []):
+            route(child)
+
+    route(data.get("route", {}))
+    return data
+
+
+def prometheus_flags(factor: float) -> list[str]:
+    """The command-line durations of Prometheus on the fast clock."""
+    return [
+        f"--query.lookback-delta={duration(LOOKBACK_DELTA, factor)}",
+        f"--rules.alert.resend-delay={duration(RESEND_DELAY, factor)}",
+    ]
+
+
+def bundle(folder: Path, factor: float, epoch: float) -> None:
+    """Rewrite a generated bundle in place: its rule files, prometheus.yml and alertmanager.yml."""
+    for path in sorted((folder / "alerts").glob("*.rules.yml")):
+        _rewrite(path, lambda d: rules(d, factor, epoch))
+    _rewrite(folder / "prometheus" / "prometheus.yml", lambda d: prometheus(d, factor))
+    _rewrite(folder / "alerts" / "alertmanager.yml", lambda d: alertmanager(d, factor))
+
+
+def _rewrite(path: Path, change) -> None:
+    data: Any = yaml.safe_load(path.read_text())
+    staged = path.with_suffix(".tmp")
+    staged.write_text(yaml.safe_dump(change(data), sort_keys=False, width=120))
+    staged.replace(path)
+
+
+def _number(value: float) -> str:
+    return repr(float(value)) if value != int(value) else str(int(value))
+
+
+def _wrap(expr: str, pattern: re.Pattern, replace) -> str:
+    """Replace every call `name(...)` that `pattern` finds (its opening up to the parenthesis)
+    by replace(call), innermost calls included."""
+    out, pos = [], 0
+    for match in pattern.finditer(expr):
+        if match.start() < pos:
+            continue
+        end = _closing(expr, match.end() - 1)
+        inner = _wrap(expr[match.end() : end], pattern, replace)
+        out.append(expr[pos : match.start()])
+        out.append(replace(f"{match.group(0)}{inner})"))
+        pos = end + 1
+    out.append(expr[pos:])
+    return "".join(out)
+
+
+def _closing(expr: str, opening: int) -> int:
+    depth = 0
+    for i in range(opening, len(expr)):
+        if expr[i] == "(":
+            depth += 1
+        elif expr[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise TimeScaleError(f"unbalanced parentheses in: {expr}")
+
+
+def _predict(call: str, factor: float) -> str:
+    """predict_linear(v[w], horizon) with the horizon (wall seconds) divided by the factor."""
+    body = call[len("predict_linear(") : -1]
+    depth, split = 0, None
+    for i, ch in enumerate(body):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            split = i
+    horizon = body[split + 1 :].strip() if split is not None else ""
+    if not re.fullmatch(r"[0-9.]+", horizon):
+        raise TimeScaleError(f"predict_linear's horizon must be a number of seconds, in: {call}")
+    return f"predict_linear({body[:split]}, {_number(float(horizon) / factor)})"
