@@ -15,7 +15,7 @@ LOCUST_VENV := $(VLLM_OBS_CACHE)/locust-$(LOCUST_VERSION)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export VLLM_OBS_CACHE
 
-.PHONY: generate secrets test drill mutation venv system-deps vllm-venv locust-venv calibrate check-bundle clean
+.PHONY: generate secrets test drill mutation venv system-deps vllm-venv locust-venv calibrate bench-alerts check-bundle clean
 
 ## Generate the default bundle (embedded catalog of the newest vLLM release) into this checkout.
 generate: venv secrets
@@ -84,6 +84,16 @@ $(LOCUST_VENV)/.installed:
 	$(PYTHON) -m venv $(LOCUST_VENV)
 	$(LOCUST_VENV)/bin/pip install --quiet locust==$(LOCUST_VERSION)
 	touch $@
+
+## The alert-quality benchmark: the full scenario (100 simulated replicas, 8 simulated hours of
+## trace traffic and every kind of incident) through the bundle on a real Prometheus and
+## Alertmanager at 10x the wall clock (about 50 minutes); SCENARIOS=FILE runs another scenario.
+## Its figures go to benchmarks/alert_quality/work/ (report.md, results.json).
+SCENARIOS ?= benchmarks/alert_quality/scenarios/day.yaml
+TIME_SCALE ?= 10
+bench-alerts: venv system-deps
+	$(BIN)/python -m benchmarks.alert_quality.run --scenarios $(SCENARIOS) --time-scale $(TIME_SCALE) \
+	    --out benchmarks/alert_quality/work/$(basename $(notdir $(SCENARIOS)))
 
 ## Fit the alert-quality benchmark's replica model to the real vLLM CPU server and replay a
 ## trace slice against both under locust (a few minutes); writes its calibration.yaml.

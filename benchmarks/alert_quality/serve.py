@@ -28,16 +28,19 @@ UNAVAILABLE = (b"503 Service Unavailable", b"the server does not answer\n")
 
 
 class Simulation:
-    def __init__(self, fleet: Fleet, canary: Canary, start: float) -> None:
-        self.fleet, self.canary, self.start = fleet, canary, start
+    def __init__(self, fleet: Fleet, canary: Canary, start: float, scale: float = 1.0) -> None:
+        self.fleet, self.canary, self.start, self.scale = fleet, canary, start, scale
         self.members = {m.instance: m for m in fleet.members}
+        self.slowest_tick = 0.0  # wall seconds: a tick longer than the scrape interval starves scrapes
 
     def tick(self, wall: float) -> None:
         """Run the fleet and the canary to the simulated time of wall-clock `wall`."""
-        t = wall - self.start
+        t = (wall - self.start) * self.scale
         if t > self.fleet.now:
+            began = time.monotonic()
             self.fleet.advance(t)
             self.canary.advance(t)
+            self.slowest_tick = max(self.slowest_tick, time.monotonic() - began)
 
     def answer(self, path: str) -> tuple[bytes, bytes] | None:
         parts = path.split("?", 1)[0].strip("/").split("/")

@@ -37,7 +37,9 @@ _PER_SECOND = re.compile(r"\b(rate|irate|deriv)\(")
 _CLOCK = re.compile(r"\b(time|timestamp)\(")
 _PREDICT = re.compile(r"\bpredict_linear\(")
 # Functions that read the clock in a way the rewrite does not translate.
-_UNKNOWN_CLOCK = re.compile(r"\b(day_of_month|day_of_week|day_of_year|days_in_month|hour|minute|month|year|holt_winters|double_exponential_smoothing)\(|@")
+_UNKNOWN_CLOCK = re.compile(
+    r"\b(day_of_month|day_of_week|day_of_year|days_in_month|hour|minute|month|year|holt_winters|double_exponential_smoothing)\(|@"
+)
 # Prometheus' own default, scaled with the rest (a sample older than this is not current).
 LOOKBACK_DELTA = "5m"
 RESEND_DELAY = "1m"
@@ -60,15 +62,23 @@ def duration(value: str, factor: float) -> str:
     return out
 
 
+def virtual_epoch(anchor: float, start: float, factor: float) -> float:
+    """The virtual timestamp of simulated time 0 when the simulation starts at wall time `start`
+    and the rules were rewritten around `anchor` (virtual = anchor + (wall - anchor) * factor)."""
+    return anchor + (start - anchor) * factor
+
+
 def expression(expr: str, factor: float, epoch: float) -> str:
     """One PromQL expression on the fast clock (see the module's docstring)."""
     unknown = _UNKNOWN_CLOCK.search(expr)
     if unknown:
         raise TimeScaleError(f"cannot put {unknown.group(0)!r} on a fast clock, in: {expr}")
     expr = _RANGE.sub(
-        lambda m: f"[{duration(m.group(1), factor)}"
-        + (f":{duration(m.group(2), factor) if m.group(2) else ''}" if m.group(2) is not None else "")
-        + "]",
+        lambda m: (
+            f"[{duration(m.group(1), factor)}"
+            + (f":{duration(m.group(2), factor) if m.group(2) else ''}" if m.group(2) is not None else "")
+            + "]"
+        ),
         expr,
     )
     expr = _OFFSET.sub(lambda m: f"offset {m.group(1)}{duration(m.group(2), factor)}", expr)

@@ -1,0 +1,75 @@
+"""A run's figures as Markdown (report.md beside results.json), and several runs side by side
+for the README:
+
+    python -m benchmarks.alert_quality.report work/day/results.json [more results.json ...]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def _time(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} s"
+
+
+def markdown(summary: dict) -> str:
+    s, h, run = summary["scenario"], summary["healthy"], summary["run"]
+    lines = [
+        f"# Alert quality: scenario `{s['name']}`",
+        "",
+        f"Scenario file `{s['file']}`, {s['duration_s'] / 3600:.2f} simulated hours at {summary['time_scale']:g}x "
+        f"the wall clock, engine profile `{summary['engine']}`, bundle configuration "
+        f"{summary['config'] or 'the production defaults'}.",
+        "",
+        "| incident | kind | deserves | got | as it should | time to page (budget) | pages | other notifications | alerts |",
+        "| --- | --- | --- | --- | --- | --- | ---: | ---: | --- |",
+    ]
+    for i in summary["incidents"]:
+        budget = f" ({_time(i['budget_s'])})" if i["budget_s"] is not None else ""
+        lines.append(
+            f"| {i['id']} | {i['kind']} | {i['expect']} | {i['verdict']} | {'yes' if i['ok'] else '**no**'} "
+            f"| {_time(i['time_to_page_s'])}{budget} | {i['pages']} | {i['tickets']} | {', '.join(i['alerts']) or '-'} |"
+        )
+    lines += [
+        "",
+        f"Healthy time: {h['replica_seconds'] / 86400:.2f} replica-days; pages in it {h['pages']} "
+        f"({h['pages_per_day_per_100_replicas']:.2f} per day of 100 replicas); pages no incident "
+        f"deserved, a ticket-worthy one's included: {h['undeserved_pages']}.",
+    ]
+    for label, key in (("Stray pages", "stray_pages"), ("Stray tickets", "stray_tickets")):
+        if h[key]:
+            lines.append(f"{label} (no incident's window): " + "; ".join(", ".join(n) for n in h[key]) + ".")
+    lines += [
+        "",
+        f"The run itself: {run['rule_evaluation_failures']:.0f} failed rule evaluations, "
+        f"{run['rule_group_iterations_missed']:.0f} missed of {run['rule_group_iterations']:.0f} group "
+        f"evaluations, the simulation {run['simulation_behind_s']:.0f} simulated seconds behind the clock "
+        f"at the end (slowest step {run['slowest_tick_wall_s']:.2f} s of wall time).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = argv if argv is not None else sys.argv[1:]
+    if not paths:
+        print("give one or more results.json files of benchmarks.alert_quality.run.", file=sys.stderr)
+        return 2
+    for path in paths:
+        try:
+            summary = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            print(
+                f"cannot read {path} as a run's results.json ({exc}); run benchmarks.alert_quality.run first.",
+                file=sys.stderr,
+            )
+            return 2
+        print(markdown(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
