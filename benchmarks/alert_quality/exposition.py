@@ -50,8 +50,13 @@ ADMISSION_REASON = "max_num_queued_reqs"
 
 
 class ReplicaMetrics:
-    def __init__(self, model: str, started: float, template: Template | None = None) -> None:
+    def __init__(
+        self, model: str, started: float, template: Template | None = None, drain: bool = False
+    ) -> None:
+        """drain: empty the replica's lists of observations once taken in (a long run's memory
+        stays flat; the replica's `seen` then holds only what came since the last update)."""
         t = template or load_template()
+        self.drain = drain
         self.renderer = t.renderer(model)
         self.values = np.array([s.captured for s in t.samples], dtype=np.float64)
         created = [s.index for s in t.samples if s.name.endswith("_created")]
@@ -87,10 +92,18 @@ class ReplicaMetrics:
             self._read[attr] += len(new)
             self._observe(self.histograms[family], new)
         for family, derive in DERIVED.items():
+            # The per-request lists hold the requests finished since the last drain.
+            base = self._finished_read if self.drain else 0
             self._observe(
-                self.histograms[family], [derive(s, i) for i in range(self._finished_read, s.finished)]
+                self.histograms[family],
+                [derive(s, i - base) for i in range(self._finished_read, s.finished)],
             )
         self._finished_read = s.finished
+        if self.drain:
+            for attr in HISTOGRAMS.values():
+                del getattr(s, attr)[:]
+            self._read = dict.fromkeys(HISTOGRAMS.values(), 0)
+            replica.done.clear()
         for family, attr in COUNTERS.items():
             v[self.counters[family]] = getattr(s, attr)
         v[self.finished] = s.finished

@@ -32,6 +32,7 @@ class Member:
     params: EngineParams
     epoch: float  # Unix seconds of simulated time 0
     template: object
+    drain: bool = False  # see ReplicaMetrics: a long run's memory stays flat
     replica: Replica = field(init=False)
     metrics: ReplicaMetrics = field(init=False)
     server: Server = field(init=False)
@@ -101,7 +102,7 @@ class Member:
     def _fresh_engine(self, at: float) -> None:
         self.replica = Replica(self.params)
         self.replica.now = at
-        self.metrics = ReplicaMetrics(self.model, self.epoch + at, self.template)
+        self.metrics = ReplicaMetrics(self.model, self.epoch + at, self.template, drain=self.drain)
 
 
 @dataclass
@@ -116,13 +117,18 @@ class Service:
 
 class Fleet:
     def __init__(
-        self, models: list[tuple[Model, EngineParams, Arrivals]], started: float, seed: int, template=None
+        self,
+        models: list[tuple[Model, EngineParams, Arrivals]],
+        started: float,
+        seed: int,
+        template=None,
+        drain: bool = False,
     ) -> None:
         self.rng = np.random.default_rng(seed)
         self.services: list[Service] = []
         for model, params, arrivals in models:
             members = [
-                Member(model.model, model.namespace, i, params, started, template)
+                Member(model.model, model.namespace, i, params, started, template, drain)
                 for i in range(model.replicas)
             ]
             self.services.append(Service(model, members, arrivals, routed=[0] * len(members)))

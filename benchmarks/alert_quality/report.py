@@ -20,6 +20,7 @@ def markdown(summary: dict) -> str:
     lines = [
         f"# Alert quality: scenario `{s['name']}`",
         "",
+        f"Rules: {summary.get('rules', 'bundle')}. "
         f"Scenario file `{s['file']}`, {s['duration_s'] / 3600:.2f} simulated hours at {summary['time_scale']:g}x "
         f"the wall clock, engine profile `{summary['engine']}`, bundle configuration "
         f"{summary['config'] or 'the production defaults'}.",
@@ -51,6 +52,46 @@ def markdown(summary: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _cell(i: dict) -> str:
+    got = i["verdict"] if i["ok"] else f"**{i['verdict']}**"
+    if i["time_to_page_s"] is not None:
+        got += f" in {i['time_to_page_s']:.0f} s"
+    return f"{got}; {i['pages']} pages, {i['tickets']} other"
+
+
+def side_by_side(summaries: list[dict]) -> str:
+    """The rule sets judged on one run, an incident per row (bold: not what it deserves), then
+    each rule set's own report."""
+    first = summaries[0]
+    s = first["scenario"]
+    names = [x.get("rules", "bundle") for x in summaries]
+    lines = [
+        f"# Alert quality: scenario `{s['name']}`, rule sets side by side",
+        "",
+        f"One simulation ({s['duration_s'] / 3600:.2f} simulated hours of `{s['file']}` at "
+        f"{first['time_scale']:g}x, engine profile `{first['engine']}`) watched by each rule set's own "
+        "Prometheus and Alertmanager; a page is a notification to the critical receiver.",
+        "",
+        "| incident | deserves | " + " | ".join(names) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in names) + " |",
+    ]
+    rows = zip(*(x["incidents"] for x in summaries), strict=True)
+    for row in rows:
+        lines.append(
+            f"| {row[0]['id']} ({row[0]['kind']}) | {row[0]['expect']} | "
+            + " | ".join(map(_cell, row))
+            + " |"
+        )
+    lines.append(
+        "| healthy time: pages per day of 100 replicas | 0 | "
+        + " | ".join(f"{x['healthy']['pages_per_day_per_100_replicas']:.2f}" for x in summaries)
+        + " |"
+    )
+    lines.append("")
+    body = [markdown(x).replace("# Alert quality", "## Alert quality", 1) for x in summaries]
+    return "\n".join(lines) + "\n" + "\n".join(body)
 
 
 def main(argv: list[str] | None = None) -> int:

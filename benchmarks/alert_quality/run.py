@@ -1,17 +1,19 @@
-"""Run a scenario through the generated bundle on a real Prometheus and Alertmanager, and score
-every notification.
+"""Run a scenario through one or more rule sets on real Prometheus and Alertmanager servers, and
+score every notification.
 
     python -m benchmarks.alert_quality.run --scenarios benchmarks/alert_quality/scenarios/smoke.yaml \
-        --time-scale 20 --out benchmarks/alert_quality/work/smoke
+        --time-scale 30 --rules bundle,before,peer --out benchmarks/alert_quality/work/smoke
 
-The scenario's fleet (traffic from the traces, incidents on their schedule) is served over HTTP
-(serve.py) on a clock `--time-scale` times as fast as the wall clock; the bundle is generated
-with the production defaults (the knobs of `--config`, if given, over them) and rewritten for
-that clock (timescale.py); Prometheus scrapes the fleet through the bundle's own scrape jobs and
-evaluates its rules, Alertmanager routes the alerts to a webhook that records every
-notification. At the end the notifications are scored against the schedule (scoring.py, with
-budgets.py's time to page) and written to the output folder: results.json (the figures, the run's
-own health), notifications.json (every post, times in simulated seconds) and report.md.
+The scenario's fleet (traffic from the traces, incidents on their schedule) is simulated once and
+served over HTTP (serve.py) on a clock `--time-scale` times as fast as the wall clock. Each rule
+set (rule_sets.py: this checkout's bundle, the bundle of an earlier commit, vLLM PR #34638's
+rules) gets its own bundle, generated with the production defaults (the knobs of `--config`, if
+given, over them) and rewritten for that clock (timescale.py), its own Prometheus scraping the
+fleet through the bundle's scrape jobs, its own Alertmanager and a webhook that records every
+notification: the rule sets see exactly the same data. At the end each one's notifications are
+scored against the schedule (scoring.py, with budgets.py's time to page) and written to
+out/<rule set>/ (results.json: the figures and the run's own health; notifications.json: every
+post, times in simulated seconds; report.md), and out/report.md holds them side by side.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import asyncio
 import contextlib
 import io
 import json
+import shutil
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -44,7 +47,8 @@ from .canary import Canary
 from .fleet import Fleet
 from .incidents import schedule, spiked
 from .replica import EngineParams
-from .report import markdown
+from .report import markdown, side_by_side
+from .rule_sets import BEFORE, RULE_SETS, generate_before, peer_rules, use_rules
 from .scenario import Scenario, load_scenario
 from .scoring import Notification, Routing, Score, model_finder, score
 from .serve import Simulation, serve
@@ -109,9 +113,14 @@ def bundle_config(sim: Simulation, address: str, am: int, prom: int, recorder: s
     return config
 
 
-def generate(folder: Path, config: dict) -> None:
+def generate(folder: Path, config: dict, rules: str, before: str) -> None:
+    """The bundle the run judges into folder/bundle: this checkout's (its rules replaced by the
+    peer's for `peer`), or the generator's of commit `before`."""
     path = folder / "bundle-config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
+    if rules == "before":
+        generate_before(before, folder / "bundle", path, CAPTURE, folder)
+        return
     said = io.StringIO()
     with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
         code = vllm_obs(
@@ -127,6 +136,8 @@ def generate(folder: Path, config: dict) -> None:
         )
     if code != 0:
         raise BundleError(f"vllm-obs generate refused the run's configuration: {said.getvalue().strip()}")
+    if rules == "peer":
+        use_rules(folder / "bundle", peer_rules())
 
 
 def scrape_from_files(prometheus_yml: Path, files: dict[str, Path]) -> None:
@@ -168,32 +179,76 @@ def _unix(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def run(args: argparse.Namespace) -> dict:
+@dataclass
+class Judge:
+    """One rule set's monitoring of the shared fleet: its bundle, Alertmanager, Prometheus and
+    webhook, in out/<rules>/."""
+
+    rules: str
+    folder: Path
+    recorder: NotificationRecorder = field(default_factory=NotificationRecorder)
+    am_port: int = field(default_factory=free_port)
+    prom_port: int = field(default_factory=free_port)
+
+    @property
+    def bundle(self) -> Path:
+        return self.folder / "work" / "bundle"
+
+
+def rule_sets(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in RULE_SETS]
+    if unknown or not names or len(set(names)) != len(names):
+        raise BundleError(
+            f"--rules takes a comma-separated list of distinct rule sets among {', '.join(RULE_SETS)}, "
+            f"got '{text}'."
+        )
+    return names
+
+
+def run(args: argparse.Namespace) -> dict[str, dict]:
     scenario = load_scenario(args.scenarios)
     params = engine(args.engine)
+    names = rule_sets(args.rules)
+    if "peer" in names:
+        peer_rules()  # refused now, before anything is written, when ../shared lacks it
     user = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
     config = build(BundleConfig, user or {}, "", str(args.config or "the defaults"))
     factor = float(args.time_scale)
     out = Path(args.out)
+    fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    work = out / "work"
-    work.mkdir(exist_ok=True)
+    try:
+        return _run(args, scenario, params, names, user or {}, config, factor, out)
+    except BundleError:
+        if fresh:
+            shutil.rmtree(out, ignore_errors=True)  # nothing half-written is left behind
+        raise
 
+
+def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, dict]:
     # The simulated clock starts a moment from now, once Prometheus and Alertmanager are up; the
     # fleet's timestamps are those of the virtual clock (timescale.py) anchored now.
     anchor = time.time()
-    start = anchor + SET_UP
+    start = anchor + SET_UP + 5.0 * len(names)
     epoch = timescale.virtual_epoch(anchor, start, factor)
-    fleet = Fleet(traffic(scenario, params), started=epoch, seed=scenario.seed, template=load_template())
+    fleet = Fleet(
+        traffic(scenario, params), started=epoch, seed=scenario.seed, template=load_template(), drain=True
+    )
     schedule(fleet, scenario)
     sim = Simulation(fleet, Canary(fleet, epoch, seed=scenario.seed), start, scale=factor)
-    port, am_port, prom_port = free_port(), free_port(), free_port()
+    port = free_port()
     address = f"127.0.0.1:{port}"
-    recorder = NotificationRecorder()
-    generate(work, bundle_config(sim, address, am_port, prom_port, recorder.url, user or {}))
-    folder = work / "bundle"
-    timescale.bundle(folder, factor, anchor)
-    scrape_from_files(folder / "prometheus" / "prometheus.yml", sim.targets(work / "targets", address))
+    targets = sim.targets(out / "targets", address)
+    judges = [Judge(name, out / name) for name in names]
+    for j in judges:
+        (j.folder / "work").mkdir(parents=True, exist_ok=True)
+        settings = bundle_config(sim, address, j.am_port, j.prom_port, j.recorder.url, user)
+        if j.rules == "before":
+            settings["prometheus"].pop("prometheus_targets")  # self-monitoring came after 0b48dea
+        generate(j.folder / "work", settings, j.rules, args.before)
+        timescale.bundle(j.bundle, factor, anchor)
+        scrape_from_files(j.bundle / "prometheus" / "prometheus.yml", targets)
     binary("prometheus-alertmanager")
     binary("prometheus")
 
@@ -205,30 +260,29 @@ def run(args: argparse.Namespace) -> dict:
         daemon=True,
     )
     FastPrometheus.factor = factor
+    health: dict[str, dict] = {}
     with contextlib.ExitStack() as stack:
-        stack.enter_context(recorder)
-        stack.enter_context(Alertmanager(folder / "alerts" / "alertmanager.yml", work, port=am_port))
+        for j in judges:
+            stack.enter_context(j.recorder)
+            stack.enter_context(
+                Alertmanager(j.bundle / "alerts" / "alertmanager.yml", j.folder / "work", port=j.am_port)
+            )
         server.start()
-        prom = stack.enter_context(
-            FastPrometheus(folder / "prometheus" / "prometheus.yml", work, port=prom_port)
-        )
-        late = time.time() - start
-        end = start + scenario.duration / factor
-        said = time.time()
-        while time.time() < end:
-            time.sleep(min(5.0, max(0.0, end - time.time())))
-            if not server.is_alive():
-                raise RuntimeError("the fleet's HTTP server stopped during the run")
-            if time.time() - said >= 60:
-                said = time.time()
-                behind = (said - start) * factor - sim.fleet.now
-                print(
-                    f"{scenario.name}: simulated {sim.fleet.now / 60:.0f} of {scenario.duration / 60:.0f} min, "
-                    f"{len(recorder.records())} notifications, simulation {behind:.0f} s behind",
-                    file=sys.stderr,
-                    flush=True,
+        proms = [
+            stack.enter_context(
+                FastPrometheus(
+                    j.bundle / "prometheus" / "prometheus.yml", j.folder / "work", port=j.prom_port
                 )
-        health = {**_health(prom, sim, start, factor), "set_up_overran_s": round(max(0.0, late), 1)}
+            )
+            for j in judges
+        ]
+        late = time.time() - start
+        _wait(scenario, sim, server, start, factor, judges)
+        for j, prom in zip(judges, proms, strict=True):
+            health[j.rules] = {
+                **_health(prom, sim, start, factor),
+                "set_up_overran_s": round(max(0.0, late), 1),
+            }
         loop.call_soon_threadsafe(stop.set)
         server.join(timeout=30)
     # Prometheus is gone: close the connections it kept alive before the loop.
@@ -238,20 +292,41 @@ def run(args: argparse.Namespace) -> dict:
     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.close()
 
-    notes = notifications(recorder, start, factor)
     instances = {m.instance: m.model for m in fleet.members}
-    result = score(
-        scenario,
-        notes,
-        ROUTING,
-        model_finder(scenario, instances),
-        budgets={i.kind: b for i in scenario.incidents if (b := budget(i, config)) is not None},
-    )
-    summary = _summary(args, scenario, factor, result, health)
-    (out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "notifications.json").write_text(json.dumps([asdict(n) for n in notes], indent=1) + "\n")
-    (out / "report.md").write_text(markdown(summary))
-    return summary
+    budgets = {i.kind: b for i in scenario.incidents if (b := budget(i, config)) is not None}
+    summaries = {}
+    for j in judges:
+        notes = notifications(j.recorder, start, factor)
+        result = score(scenario, notes, ROUTING, model_finder(scenario, instances), budgets=budgets)
+        summary = _summary(args, j.rules, scenario, factor, result, health[j.rules])
+        (j.folder / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (j.folder / "notifications.json").write_text(json.dumps([asdict(n) for n in notes], indent=1) + "\n")
+        (j.folder / "report.md").write_text(markdown(summary))
+        summaries[j.rules] = summary
+    (out / "report.md").write_text(side_by_side(list(summaries.values())))
+    return summaries
+
+
+def _wait(
+    scenario: Scenario, sim: Simulation, server: threading.Thread, start: float, factor: float, judges
+) -> None:
+    """Until the scenario's end on the fast clock, saying how far it is every wall minute."""
+    end = start + scenario.duration / factor
+    said = time.time()
+    while time.time() < end:
+        time.sleep(min(5.0, max(0.0, end - time.time())))
+        if not server.is_alive():
+            raise RuntimeError("the fleet's HTTP server stopped during the run")
+        if time.time() - said >= 60:
+            said = time.time()
+            behind = (said - start) * factor - sim.fleet.now
+            posts = ", ".join(f"{j.rules} {len(j.recorder.records())}" for j in judges)
+            print(
+                f"{scenario.name}: simulated {sim.fleet.now / 60:.0f} of {scenario.duration / 60:.0f} min, "
+                f"notifications {posts}, simulation {behind:.0f} s behind",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _health(prom: Prometheus, sim: Simulation, start: float, factor: float) -> dict:
@@ -271,10 +346,11 @@ def _health(prom: Prometheus, sim: Simulation, start: float, factor: float) -> d
     }
 
 
-def _summary(args, scenario: Scenario, factor: float, result: Score, health: dict) -> dict:
+def _summary(args, rules: str, scenario: Scenario, factor: float, result: Score, health: dict) -> dict:
     return {
         "scenario": {"name": scenario.name, "file": str(args.scenarios), "duration_s": scenario.duration},
         "time_scale": factor,
+        "rules": rules if rules != "before" else f"before ({args.before})",
         "engine": args.engine,
         "config": str(args.config) if args.config else None,
         "incidents": [
@@ -314,6 +390,13 @@ def parser() -> argparse.ArgumentParser:
         "--scenarios", default=str(HERE / "scenarios" / "day.yaml"), help="the scenario file (YAML)"
     )
     p.add_argument("--time-scale", type=float, default=10.0, help="simulated seconds per wall second")
+    p.add_argument(
+        "--rules",
+        default="bundle",
+        help="the rule sets judged on the same simulation, comma-separated: bundle (this checkout's), "
+        "before (the bundle of --before's generator), peer (vLLM PR #34638's rules)",
+    )
+    p.add_argument("--before", default=BEFORE, help="the commit whose generator makes the `before` bundle")
     p.add_argument("--engine", default="gpu", help=f"the replicas' engine profile in {ENGINES.name}")
     p.add_argument(
         "--config", help="a vllm-obs config file whose knobs the bundle uses (default: production defaults)"
@@ -328,12 +411,16 @@ def main(argv: list[str] | None = None) -> int:
         print("--time-scale must be a positive number of simulated seconds per wall second.", file=sys.stderr)
         return 2
     try:
-        summary = run(args)
+        summaries = run(args)
     except (BundleError, TraceMissing, timescale.TimeScaleError) as exc:
         print(exc, file=sys.stderr)
         return 2
-    print(json.dumps(summary, indent=1))
-    return 0 if all(i["ok"] for i in summary["incidents"]) and not summary["healthy"]["pages"] else 1
+    print((Path(args.out) / "report.md").read_text())
+    # The exit status judges this checkout's bundle; the other rule sets are its comparison.
+    mine = summaries.get("bundle")
+    if mine is None:
+        return 0
+    return 0 if all(i["ok"] for i in mine["incidents"]) and not mine["healthy"]["pages"] else 1
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ class Simulation:
     def __init__(self, fleet: Fleet, canary: Canary, start: float, scale: float = 1.0) -> None:
         self.fleet, self.canary, self.start, self.scale = fleet, canary, start, scale
         self.members = {m.instance: m for m in fleet.members}
+        self._renders: dict[str, tuple] = {}
         self.slowest_tick = 0.0  # wall seconds: a tick longer than the scrape interval starves scrapes
 
     def tick(self, wall: float) -> None:
@@ -53,10 +54,20 @@ class Simulation:
             if parts[2] == "metrics":
                 if not member.server.answering:
                     return UNAVAILABLE
-                return b"200 OK", member.metrics.render().encode()
+                return b"200 OK", self._rendered(member)
             if parts[2] == "log":
                 return b"200 OK", member.server.log.exposition()
         return None
+
+    def _rendered(self, member) -> bytes:
+        """The replica's exposition, rendered once per tick however many Prometheus servers
+        scrape it (every rule set of a run watches the same fleet)."""
+        key = (self.fleet.now, id(member.metrics))
+        cached = self._renders.get(member.instance)
+        if cached is None or cached[0] != key:
+            cached = (key, member.metrics.render().encode())
+            self._renders[member.instance] = cached
+        return cached[1]
 
     def targets(self, folder: Path, address: str) -> dict[str, Path]:
         """The file_sd files of the three scrape jobs, by job name."""

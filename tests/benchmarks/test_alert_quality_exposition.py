@@ -92,3 +92,27 @@ def test_a_fresh_replica_exposes_zeros_where_a_fresh_server_does():
     assert one(scraped, "vllm:time_to_first_token_seconds_count") == 0
     assert one(scraped, "vllm:prompt_tokens_total") == 0
     assert one(scraped, "process_start_time_seconds") == 5.0
+
+
+def test_a_draining_fleet_serves_the_same_metrics_and_keeps_no_observations():
+    from benchmarks.alert_quality.fleet import Fleet
+    from benchmarks.alert_quality.scenario import Model
+    from tests.benchmarks.test_alert_quality_fleet import TEMPLATE, steady
+    from tests.benchmarks.test_alert_quality_replica import params
+
+    def fleet(drain: bool) -> Fleet:
+        model = Model("chat", "llm-chat", 2, "conv", 1.0)
+        return Fleet(
+            [(model, params(), steady(3.0, 300))], started=0.0, seed=2, template=TEMPLATE, drain=drain
+        )
+
+    kept, drained = fleet(False), fleet(True)
+    for t in range(10, 301, 10):
+        kept.advance(t)
+        drained.advance(t)
+        for a, b in zip(kept.members, drained.members, strict=True):
+            assert a.metrics.render() == b.metrics.render()
+    assert kept.members[0].replica.seen.finished > 100
+    for member in drained.members:
+        seen = member.replica.seen
+        assert not seen.inter_token_latency and not seen.request_prefill_time and not member.replica.done

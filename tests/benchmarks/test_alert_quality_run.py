@@ -38,17 +38,17 @@ def test_the_smoke_scenario_pages_for_lost_capacity_and_not_for_a_planned_restar
     out = tmp_path / "smoke"
     done = bench("--scenarios", str(SMOKE), "--time-scale", "30", "--out", str(out))
     assert done.returncode in (0, 1), done.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())
+    results = json.loads((out / "bundle" / "results.json").read_text())
     assert results["scenario"]["file"] == str(SMOKE)
     assert results["run"]["rule_evaluation_failures"] == 0
     incidents = {i["id"]: i for i in results["incidents"]}
     death = incidents["death"]
     assert death["pages"] >= 1 and "VllmModelCapacityLow" in death["alerts"], death
     assert incidents["planned-restart"]["pages"] == 0, incidents["planned-restart"]
-    notes = json.loads((out / "notifications.json").read_text())
+    notes = json.loads((out / "bundle" / "notifications.json").read_text())
     # The watchdog's dead man's switch kept posting: Alertmanager and the webhook lived throughout.
     assert sum(n["receiver"] == "watchdog" for n in notes) >= 10
-    assert (out / "report.md").read_text().startswith("# ")
+    assert (out / "report.md").read_text().startswith("# Alert quality: scenario `smoke`")
 
 
 @pytest.mark.parametrize(
