@@ -24,6 +24,16 @@ from .scenario import Model
 from .traces import Arrivals
 
 
+def instance_name(model: str, index: int) -> str:
+    """A replica's scrape target name, as a pod IP and port would be (unique in the fleet)."""
+    return f"{model}-{index}:8000"
+
+
+def instance_names(models) -> list[str]:
+    """Every replica's name, in the fleet's order, from the scenario's models."""
+    return [instance_name(m.model, i) for m in models for i in range(m.replicas)]
+
+
 @dataclass
 class Member:
     model: str
@@ -49,8 +59,7 @@ class Member:
 
     @property
     def instance(self) -> str:
-        """Its scrape target name, as a pod IP and port would be (unique in the fleet)."""
-        return f"{self.model}-{self.index}:8000"
+        return instance_name(self.model, self.index)
 
     @property
     def ready(self) -> bool:

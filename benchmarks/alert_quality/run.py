@@ -44,21 +44,21 @@ from ..fleet.exposition import CAPTURE, load_template
 from . import timescale
 from .budgets import budget
 from .canary import Canary
-from .fleet import Fleet
+from .fleet import Fleet, instance_names
 from .incidents import schedule, spiked
 from .replica import EngineParams
 from .report import markdown, side_by_side
 from .rule_sets import BEFORE, RULE_SETS, generate_before, peer_rules, use_rules
 from .scenario import Scenario, load_scenario
 from .scoring import Notification, Routing, Score, model_finder, score
-from .serve import Simulation, serve
+from .serve import Simulation, serve, write_targets
 from .traces import TraceMissing, arrivals, load
 
 HERE = Path(__file__).resolve().parent
 ENGINES = HERE / "engines.yaml"
 RECEIVERS = ("critical", "warning", "info", "watchdog")
 ROUTING = Routing(page=frozenset({"critical"}), ignore=frozenset({"watchdog"}))
-SET_UP = 10.0  # wall seconds from generating the bundle to the simulated clock's start
+SET_UP = 3.0  # wall seconds from the Alertmanagers' start to the simulated clock's (Prometheus starts in it)
 
 
 class FastPrometheus(Prometheus):
@@ -96,13 +96,13 @@ def traffic(scenario: Scenario, params: EngineParams):
     return out
 
 
-def bundle_config(sim: Simulation, address: str, am: int, prom: int, recorder: str, user: dict) -> dict:
+def bundle_config(instances: list[str], address: str, am: int, prom: int, recorder: str, user: dict) -> dict:
     """The bundle's configuration for this run: the user's knobs, the fleet's targets, every
     receiver pointed at the recorder."""
     config = json.loads(json.dumps(user))
     p = config.setdefault("prometheus", {})
-    p["vllm_targets"] = list(sim.members)
-    p["log_exporters"] = [{"target": address, "vllm_instance": i} for i in sim.members]
+    p["vllm_targets"] = list(instances)
+    p["log_exporters"] = [{"target": address, "vllm_instance": i} for i in instances]
     p["probes"] = [address]
     p["alertmanagers"] = [f"127.0.0.1:{am}"]
     p["prometheus_targets"] = [f"127.0.0.1:{prom}"]
@@ -227,23 +227,18 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, dict]:
-    # The simulated clock starts a moment from now, once Prometheus and Alertmanager are up; the
-    # fleet's timestamps are those of the virtual clock (timescale.py) anchored now.
+    flows = traffic(scenario, params)
+    instances = instance_names(scenario.fleet)
+    # The rules are rewritten around a fixed point of the virtual clock (timescale.py); the
+    # simulated clock starts once every server is up.
     anchor = time.time()
-    start = anchor + SET_UP + 5.0 * len(names)
-    epoch = timescale.virtual_epoch(anchor, start, factor)
-    fleet = Fleet(
-        traffic(scenario, params), started=epoch, seed=scenario.seed, template=load_template(), drain=True
-    )
-    schedule(fleet, scenario)
-    sim = Simulation(fleet, Canary(fleet, epoch, seed=scenario.seed), start, scale=factor)
     port = free_port()
     address = f"127.0.0.1:{port}"
-    targets = sim.targets(out / "targets", address)
+    targets = write_targets(instances, out / "targets", address)
     judges = [Judge(name, out / name) for name in names]
     for j in judges:
         (j.folder / "work").mkdir(parents=True, exist_ok=True)
-        settings = bundle_config(sim, address, j.am_port, j.prom_port, j.recorder.url, user)
+        settings = bundle_config(instances, address, j.am_port, j.prom_port, j.recorder.url, user)
         if j.rules == "before":
             settings["prometheus"].pop("prometheus_targets")  # self-monitoring came after 0b48dea
         generate(j.folder / "work", settings, j.rules, args.before)
@@ -254,11 +249,6 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
 
     loop = asyncio.new_event_loop()
     started, stop = asyncio.Event(), asyncio.Event()
-    server = threading.Thread(
-        target=loop.run_until_complete,
-        args=(serve(sim, "127.0.0.1", port, started, stop, step=min(1.0, 7.5 / factor)),),
-        daemon=True,
-    )
     FastPrometheus.factor = factor
     health: dict[str, dict] = {}
     with contextlib.ExitStack() as stack:
@@ -267,6 +257,21 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
             stack.enter_context(
                 Alertmanager(j.bundle / "alerts" / "alertmanager.yml", j.folder / "work", port=j.am_port)
             )
+        start = time.time() + SET_UP
+        epoch = timescale.virtual_epoch(anchor, start, factor)
+        fleet = Fleet(flows, started=epoch, seed=scenario.seed, template=load_template(), drain=True)
+        schedule(fleet, scenario)
+        # A tenth of a wall second's worth of simulated time per tick at most: scrapes are
+        # answered between the chunks of a fleet catching up, never after a timeout.
+        sim = Simulation(
+            fleet, Canary(fleet, epoch, seed=scenario.seed), start, scale=factor, chunk=factor / 10
+        )
+        assert list(sim.members) == instances
+        server = threading.Thread(
+            target=loop.run_until_complete,
+            args=(serve(sim, "127.0.0.1", port, started, stop, step=min(1.0, 7.5 / factor)),),
+            daemon=True,
+        )
         server.start()
         proms = [
             stack.enter_context(
@@ -292,12 +297,12 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.close()
 
-    instances = {m.instance: m.model for m in fleet.members}
+    models = {m.instance: m.model for m in fleet.members}
     budgets = {i.kind: b for i in scenario.incidents if (b := budget(i, config)) is not None}
     summaries = {}
     for j in judges:
         notes = notifications(j.recorder, start, factor)
-        result = score(scenario, notes, ROUTING, model_finder(scenario, instances), budgets=budgets)
+        result = score(scenario, notes, ROUTING, model_finder(scenario, models), budgets=budgets)
         summary = _summary(args, j.rules, scenario, factor, result, health[j.rules])
         (j.folder / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
         (j.folder / "notifications.json").write_text(json.dumps([asdict(n) for n in notes], indent=1) + "\n")

@@ -28,20 +28,27 @@ UNAVAILABLE = (b"503 Service Unavailable", b"the server does not answer\n")
 
 
 class Simulation:
-    def __init__(self, fleet: Fleet, canary: Canary, start: float, scale: float = 1.0) -> None:
-        self.fleet, self.canary, self.start, self.scale = fleet, canary, start, scale
+    def __init__(
+        self, fleet: Fleet, canary: Canary, start: float, scale: float = 1.0, chunk: float = float("inf")
+    ) -> None:
+        """chunk: the most simulated seconds one tick runs, so that a fleet catching up never
+        holds the server (and every scrape waiting on it) longer than that takes."""
+        self.fleet, self.canary, self.start, self.scale, self.chunk = fleet, canary, start, scale, chunk
         self.members = {m.instance: m for m in fleet.members}
         self._renders: dict[str, tuple] = {}
         self.slowest_tick = 0.0  # wall seconds: a tick longer than the scrape interval starves scrapes
 
-    def tick(self, wall: float) -> None:
-        """Run the fleet and the canary to the simulated time of wall-clock `wall`."""
-        t = (wall - self.start) * self.scale
+    def tick(self, wall: float) -> bool:
+        """Run the fleet and the canary towards the simulated time of wall-clock `wall`, at most
+        `chunk` simulated seconds; whether they are still behind it."""
+        target = (wall - self.start) * self.scale
+        t = min(target, self.fleet.now + self.chunk)
         if t > self.fleet.now:
             began = time.monotonic()
             self.fleet.advance(t)
             self.canary.advance(t)
             self.slowest_tick = max(self.slowest_tick, time.monotonic() - began)
+        return t < target
 
     def answer(self, path: str) -> tuple[bytes, bytes] | None:
         parts = path.split("?", 1)[0].strip("/").split("/")
@@ -71,44 +78,52 @@ class Simulation:
 
     def targets(self, folder: Path, address: str) -> dict[str, Path]:
         """The file_sd files of the three scrape jobs, by job name."""
-        folder.mkdir(parents=True, exist_ok=True)
-        by_job = {
-            "vllm": [
-                {
-                    "targets": [address],
-                    "labels": {"__metrics_path__": f"/replicas/{i}/metrics", "instance": i},
-                }
-                for i in self.members
-            ],
-            "vllm-log-exporter": [
-                {
-                    "targets": [address],
-                    "labels": {"__metrics_path__": f"/replicas/{i}/log", "__vllm_instance": i},
-                }
-                for i in self.members
-            ],
-            "vllm-probe": [{"targets": [address], "labels": {"__metrics_path__": "/probe/metrics"}}],
-        }
-        out = {}
-        for job, groups in by_job.items():
-            path = folder / f"{job}.json"
-            staged = path.with_suffix(".tmp")
-            staged.write_text(json.dumps(groups, indent=1))
-            staged.replace(path)  # Prometheus watches the file: never let it read half of it
-            out[job] = path
-        return out
+        return write_targets(list(self.members), folder, address)
+
+
+def write_targets(instances: list[str], folder: Path, address: str) -> dict[str, Path]:
+    """The file_sd files of the three scrape jobs for these replicas, by job name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    by_job = {
+        "vllm": [
+            {
+                "targets": [address],
+                "labels": {"__metrics_path__": f"/replicas/{i}/metrics", "instance": i},
+            }
+            for i in instances
+        ],
+        "vllm-log-exporter": [
+            {
+                "targets": [address],
+                "labels": {"__metrics_path__": f"/replicas/{i}/log", "__vllm_instance": i},
+            }
+            for i in instances
+        ],
+        "vllm-probe": [{"targets": [address], "labels": {"__metrics_path__": "/probe/metrics"}}],
+    }
+    out = {}
+    for job, groups in by_job.items():
+        path = folder / f"{job}.json"
+        staged = path.with_suffix(".tmp")
+        staged.write_text(json.dumps(groups, indent=1))
+        staged.replace(path)  # Prometheus watches the file: never let it read half of it
+        out[job] = path
+    return out
 
 
 async def serve(
     sim: Simulation, host: str, port: int, started: asyncio.Event, stop: asyncio.Event, step: float = 1.0
 ) -> None:
     """Serve until `stop` is set, the clock advanced every `step` wall seconds (between
-    requests: one loop); `started` once listening."""
+    requests: one loop), or chunk by chunk with the requests in between while it is behind;
+    `started` once listening."""
     server = await asyncio.start_server(lambda r, w: serve_connection(sim.answer, r, w), host, port)
     async with server:
         started.set()
         while not stop.is_set():
-            sim.tick(time.time())
+            if sim.tick(time.time()):
+                await asyncio.sleep(0)  # behind: serve what waits, then the next chunk
+                continue
             try:
                 await asyncio.wait_for(stop.wait(), step)
             except asyncio.TimeoutError:  # the builtin TimeoutError only from Python 3.11
