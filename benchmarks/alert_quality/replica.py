@@ -52,7 +52,7 @@ class EngineParams:
         return math.ceil(tokens / self.block_size)
 
 
-@dataclass
+@dataclass(eq=False)  # a request is itself, not its field values: list membership by identity
 class Request:
     arrival: float
     prompt: int
@@ -67,15 +67,12 @@ class Request:
     preemptions: int = 0
 
     @property
-    def decoding(self) -> bool:
-        """Every known token but the last sampled one is in the cache: one token per step."""
-        return self.generated > 0 and self.cached == self.prompt + self.generated - 1
-
-    @property
     def to_prefill(self) -> int:
         """Tokens to compute before the next one is sampled: the prompt, or after a preemption
-        the prompt and every token generated so far (recompute); 0 while decoding."""
-        return 0 if self.decoding else self.prompt + self.generated - self.cached
+        the prompt and every token generated so far (recompute); 0 while decoding (every known
+        token but the last sampled one in the cache)."""
+        left = self.prompt + self.generated - self.cached
+        return 0 if left == 1 and self.generated > 0 else left
 
 
 @dataclass
@@ -154,7 +151,8 @@ class Replica:
         for request in list(self.running):
             if request not in self.running:
                 continue  # preempted by an earlier request of this step
-            tokens = min(request.to_prefill, budget) if request.to_prefill else 1
+            left = request.to_prefill
+            tokens = min(left, budget) if left else 1
             if budget <= 0 or not self._reserve(request, tokens):
                 continue
             budget -= tokens
@@ -217,7 +215,9 @@ class Replica:
     def _reserve(self, request: Request, tokens: int) -> bool:
         """Blocks for `tokens` more of the request's KV, preempting the latest admitted running
         requests while none are free; False if the request itself had to be preempted."""
-        need = self.p.blocks_for(request.cached + tokens) - request.blocks
+        need = -(-(request.cached + tokens) // self.p.block_size) - request.blocks  # blocks_for, inlined: hot
+        if need <= 0:
+            return True
         while need > self.free_blocks:
             victim = self.running[-1]
             self._preempt(victim)
@@ -238,9 +238,13 @@ class Replica:
 
     def _advance(self, batch: list[tuple[Request, int]]) -> None:
         p = self.p
-        prefill = sum(tokens for r, tokens in batch if r.to_prefill)
-        decoding = sum(1 for r, _ in batch if not r.to_prefill)
-        context = sum(r.cached for r, _ in batch)
+        prefill = decoding = context = 0
+        for r, tokens in batch:
+            if r.to_prefill:
+                prefill += tokens
+            else:
+                decoding += 1
+            context += r.cached
         took = p.step_base + p.per_prefill_token * prefill + p.per_decode_seq * decoding
         took = (took + p.per_context_token * context) * self.slowdown
         end = self.now + took

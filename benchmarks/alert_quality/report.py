@@ -47,8 +47,9 @@ def markdown(summary: dict) -> str:
         "",
         f"The run itself: {run['rule_evaluation_failures']:.0f} failed rule evaluations, "
         f"{run['rule_group_iterations_missed']:.0f} missed of {run['rule_group_iterations']:.0f} group "
-        f"evaluations, the simulation {run['simulation_behind_s']:.0f} simulated seconds behind the clock "
-        f"at the end (slowest step {run['slowest_tick_wall_s']:.2f} s of wall time).",
+        f"evaluations; the simulation at most {run.get('simulation_most_behind_s', run['simulation_behind_s']):.0f} "
+        f"simulated seconds behind its clock, {run['simulation_behind_s']:.0f} at the end (its slowest step "
+        f"{run['slowest_tick_wall_s']:.2f} s of wall time; notifications are timed on the fleet's own clock).",
         "",
     ]
     return "\n".join(lines)

@@ -151,16 +151,16 @@ def scrape_from_files(prometheus_yml: Path, files: dict[str, Path]) -> None:
     prometheus_yml.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def notifications(recorder: NotificationRecorder, start: float, factor: float) -> list[Notification]:
-    """Every post, its times in simulated seconds from the run's start."""
+def notifications(recorder: NotificationRecorder, sim: Simulation) -> list[Notification]:
+    """Every post, its times on the fleet's clock (simulated seconds from the run's start)."""
     out = []
     for note in recorder.records():
         stamps = [_unix(a["startsAt"]) for a in note.alerts if a.get("status") == "firing"]
         started = min(stamps) if stamps else note.received
         out.append(
             Notification(
-                at=(note.received - start) * factor,
-                started=(started - start) * factor,
+                at=sim.simulated(note.received),
+                started=sim.simulated(started),
                 receiver=note.receiver,
                 status=note.status,
                 alerts=tuple(a.get("labels", {}) for a in note.alerts),
@@ -301,7 +301,7 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
     budgets = {i.kind: b for i in scenario.incidents if (b := budget(i, config)) is not None}
     summaries = {}
     for j in judges:
-        notes = notifications(j.recorder, start, factor)
+        notes = notifications(j.recorder, sim)
         result = score(scenario, notes, ROUTING, model_finder(scenario, models), budgets=budgets)
         summary = _summary(args, j.rules, scenario, factor, result, health[j.rules])
         (j.folder / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -347,6 +347,7 @@ def _health(prom: Prometheus, sim: Simulation, start: float, factor: float) -> d
         "rule_group_iterations_missed": total("sum(prometheus_rule_group_iterations_missed_total)"),
         "rule_group_iterations": total("sum(prometheus_rule_group_iterations_total)"),
         "simulation_behind_s": round((time.time() - start) * factor - sim.fleet.now, 1),
+        "simulation_most_behind_s": round(sim.behind(), 1),
         "slowest_tick_wall_s": round(sim.slowest_tick, 3),
     }
 

@@ -16,6 +16,7 @@ the Unix time the fleet and the canary were built with as their time 0.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import time
 from pathlib import Path
@@ -36,6 +37,9 @@ class Simulation:
         self.fleet, self.canary, self.start, self.scale, self.chunk = fleet, canary, start, scale, chunk
         self.members = {m.instance: m for m in fleet.members}
         self._renders: dict[str, tuple] = {}
+        # After each tick: the wall time and the simulated time reached.
+        self.walls: list[float] = [start]
+        self.reached: list[float] = [0.0]
         self.slowest_tick = 0.0  # wall seconds: a tick longer than the scrape interval starves scrapes
 
     def tick(self, wall: float) -> bool:
@@ -48,7 +52,21 @@ class Simulation:
             self.fleet.advance(t)
             self.canary.advance(t)
             self.slowest_tick = max(self.slowest_tick, time.monotonic() - began)
+            self.walls.append(time.time())
+            self.reached.append(t)
         return t < target
+
+    def simulated(self, wall: float) -> float:
+        """The simulated time the fleet had reached at wall time `wall` (a notification's time on
+        the fleet's own clock, whether or not the fleet kept up with the wall clock)."""
+        i = bisect.bisect_right(self.walls, wall) - 1
+        if i < 0:
+            return (wall - self.start) * self.scale
+        return self.reached[i]
+
+    def behind(self) -> float:
+        """The most simulated seconds the fleet was behind its clock after any tick."""
+        return max((w - self.start) * self.scale - t for w, t in zip(self.walls, self.reached, strict=True))
 
     def answer(self, path: str) -> tuple[bytes, bytes] | None:
         parts = path.split("?", 1)[0].strip("/").split("/")
