@@ -52,6 +52,7 @@ from .rule_sets import BEFORE, RULE_SETS, generate_before, peer_rules, use_rules
 from .scenario import Scenario, load_scenario
 from .scoring import Notification, Routing, Score, model_finder, score
 from .serve import Simulation, serve, write_targets
+from .timeline import draw
 from .traces import TraceMissing, arrivals, load
 
 HERE = Path(__file__).resolve().parent
@@ -299,9 +300,9 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
 
     models = {m.instance: m.model for m in fleet.members}
     budgets = {i.kind: b for i in scenario.incidents if (b := budget(i, config)) is not None}
-    summaries = {}
+    summaries, posts = {}, {}
     for j in judges:
-        notes = notifications(j.recorder, sim)
+        notes = posts[j.rules] = notifications(j.recorder, sim)
         result = score(scenario, notes, ROUTING, model_finder(scenario, models), budgets=budgets)
         summary = _summary(args, j.rules, scenario, factor, result, health[j.rules])
         (j.folder / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -309,6 +310,7 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
         (j.folder / "report.md").write_text(markdown(summary))
         summaries[j.rules] = summary
     (out / "report.md").write_text(side_by_side(list(summaries.values())))
+    draw(scenario, posts, ROUTING, out / "timeline.png")
     return summaries
 
 
