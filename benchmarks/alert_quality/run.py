@@ -213,18 +213,35 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
     names = rule_sets(args.rules)
     if "peer" in names:
         peer_rules()  # refused now, before anything is written, when ../shared lacks it
-    user = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
-    config = build(BundleConfig, user or {}, "", str(args.config or "the defaults"))
+    user = _user_config(args.config)
+    config = build(BundleConfig, user, "", str(args.config or "the defaults"))
     factor = float(args.time_scale)
     out = Path(args.out)
     fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
-        return _run(args, scenario, params, names, user or {}, config, factor, out)
+        return _run(args, scenario, params, names, user, config, factor, out)
     except BundleError:
         if fresh:
             shutil.rmtree(out, ignore_errors=True)  # nothing half-written is left behind
         raise
+
+
+def _user_config(path: str | None) -> dict:
+    """The knobs of --config (a vllm-obs config file), or none."""
+    if not path:
+        return {}
+    try:
+        data = yaml.safe_load(Path(path).read_text("utf-8"))
+    except OSError as exc:
+        raise BundleError(f"cannot read the config file {path}: {exc.strerror}; check the path.") from None
+    except yaml.YAMLError:
+        raise BundleError(f"the config file {path} is not valid YAML; fix its syntax.") from None
+    if data is not None and not isinstance(data, dict):
+        raise BundleError(
+            f"the config file {path} must be a mapping of sections, like `vllm-obs default-config` prints."
+        )
+    return data or {}
 
 
 def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, dict]:

@@ -84,3 +84,21 @@ def test_a_bad_scenario_file_is_refused_in_one_sentence_and_nothing_is_written(t
     assert says in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--rules", "bundle,nonsense"], "--rules takes"),
+        (["--time-scale", "0"], "--time-scale must be"),
+        (["--engine", "tpu"], "no engine profile 'tpu'"),
+        (["--config", "/nonexistent/vllm-obs.yml"], "cannot read the config file"),
+    ],
+)
+def test_a_bad_option_is_refused_in_one_sentence_and_nothing_is_written(tmp_path, args, says):
+    out = tmp_path / "out"
+    done = bench("--scenarios", str(SMOKE), "--out", str(out), *args, timeout=120)
+    assert done.returncode == 2
+    assert says in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not out.exists()
