@@ -102,14 +102,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path in paths:
         try:
-            summary = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
+            print(markdown(json.loads(Path(path).read_text())))
+        except (OSError, ValueError, KeyError, TypeError):
             print(
-                f"cannot read {path} as a run's results.json ({exc}); run benchmarks.alert_quality.run first.",
+                f"{path} is not a results.json of benchmarks.alert_quality.run; give one it wrote.",
                 file=sys.stderr,
             )
             return 2
-        print(markdown(summary))
     return 0
 
 

@@ -13,6 +13,7 @@ routing (critical pages; everything else goes to chat):
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -61,18 +62,30 @@ def peer_rules(path: Path | None = None) -> dict:
 def generate_before(commit: str, out: Path, config: Path, metrics: Path, scratch: Path) -> None:
     """The bundle of the generator at `commit` (its own catalog and templates), run in a process
     of its own so its package cannot mix with this checkout's."""
-    source = scratch / f"generator-{commit}"
+    verified = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if verified.returncode != 0:
+        raise BundleError(
+            f"this clone has no commit {commit!r}; run from a full clone, or pass --before with a commit it has."
+        )
+    sha = verified.stdout.strip()
+    source = scratch / f"generator-{sha[:12]}"
     if not source.exists():
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "--format=tar", commit, "generator"], capture_output=True
+            ["git", "-C", str(REPO), "archive", "--format=tar", sha, "generator"], capture_output=True
         )
         if archive.returncode != 0:
             raise BundleError(
-                f"git cannot read commit {commit} of this clone ({archive.stderr.decode().strip()}); "
-                "run from a full clone, or pass --before with a commit it has."
+                f"git cannot read the generator of commit {commit}: {archive.stderr.decode().strip()}."
             )
+        staged = scratch / f".generator-{sha[:12]}"
+        shutil.rmtree(staged, ignore_errors=True)
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(source, filter="data")
+            tar.extractall(staged, filter="data")
+        staged.replace(source)  # whole or not at all
     done = subprocess.run(
         [
             sys.executable,

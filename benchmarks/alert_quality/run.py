@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import io
 import json
+import math
 import shutil
 import sys
 import threading
@@ -36,7 +37,7 @@ from vllm_obs.cli import main as vllm_obs
 from vllm_obs.config import BundleConfig, build
 from vllm_obs.errors import BundleError
 
-from tests.support.monitoring import Alertmanager, Prometheus, binary
+from tests.support.monitoring import Alertmanager, Prometheus
 from tests.support.notifications import NotificationRecorder
 from tests.support.vllm_server import free_port
 
@@ -136,7 +137,8 @@ def generate(folder: Path, config: dict, rules: str, before: str) -> None:
             ]
         )
     if code != 0:
-        raise BundleError(f"vllm-obs generate refused the run's configuration: {said.getvalue().strip()}")
+        last = [line for line in said.getvalue().splitlines() if line.strip()][-1:] or [f"exit {code}"]
+        raise BundleError(f"vllm-obs generate refused the run's configuration: {last[0].strip()}")
     if rules == "peer":
         use_rules(folder / "bundle", peer_rules())
 
@@ -215,13 +217,17 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         peer_rules()  # refused now, before anything is written, when ../shared lacks it
     user = _user_config(args.config)
     config = build(BundleConfig, user, "", str(args.config or "the defaults"))
-    factor = float(args.time_scale)
+    for name in ("prometheus", "prometheus-alertmanager"):
+        if shutil.which(name) is None:
+            raise BundleError(f"{name} is not installed; `make system-deps` installs it.")
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise BundleError(f"--out {out} is a file; name a folder for the run's results.")
     fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
-        return _run(args, scenario, params, names, user, config, factor, out)
-    except BundleError:
+        return _run(args, scenario, params, names, user, config, float(args.time_scale), out)
+    except BaseException:
         if fresh:
             shutil.rmtree(out, ignore_errors=True)  # nothing half-written is left behind
         raise
@@ -255,16 +261,16 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
     targets = write_targets(instances, out / "targets", address)
     judges = [Judge(name, out / name) for name in names]
     for j in judges:
-        (j.folder / "work").mkdir(parents=True, exist_ok=True)
+        # A fresh start: an earlier run's Prometheus would restore its alerts' state, its
+        # Alertmanager would remember what it had sent.
+        shutil.rmtree(j.folder, ignore_errors=True)
+        (j.folder / "work").mkdir(parents=True)
         settings = bundle_config(instances, address, j.am_port, j.prom_port, j.recorder.url, user)
         if j.rules == "before":
             settings["prometheus"].pop("prometheus_targets")  # self-monitoring came after 0b48dea
         generate(j.folder / "work", settings, j.rules, args.before)
         timescale.bundle(j.bundle, factor, anchor)
         scrape_from_files(j.bundle / "prometheus" / "prometheus.yml", targets)
-    binary("prometheus-alertmanager")
-    binary("prometheus")
-
     loop = asyncio.new_event_loop()
     started, stop = asyncio.Event(), asyncio.Event()
     FastPrometheus.factor = factor
@@ -287,7 +293,7 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
         assert list(sim.members) == instances
         server = threading.Thread(
             target=loop.run_until_complete,
-            args=(serve(sim, "127.0.0.1", port, started, stop, step=min(1.0, 7.5 / factor)),),
+            args=(serve(sim, "127.0.0.1", port, started, stop, step=min(0.5, 2.0 / factor)),),
             daemon=True,
         )
         server.start()
@@ -300,14 +306,17 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
             for j in judges
         ]
         late = time.time() - start
-        _wait(scenario, sim, server, start, factor, judges)
+        try:
+            _wait(scenario, sim, server, start, factor, judges)
+        finally:
+            loop.call_soon_threadsafe(stop.set)
+            server.join(timeout=30)
+        # The simulation has stopped: its record is read alone; Prometheus still answers.
         for j, prom in zip(judges, proms, strict=True):
             health[j.rules] = {
                 **_health(prom, sim, start, factor),
                 "set_up_overran_s": round(max(0.0, late), 1),
             }
-        loop.call_soon_threadsafe(stop.set)
-        server.join(timeout=30)
     # Prometheus is gone: close the connections it kept alive before the loop.
     pending = asyncio.all_tasks(loop)
     for task in pending:
@@ -432,7 +441,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.time_scale <= 0:
+    if not math.isfinite(args.time_scale) or args.time_scale <= 0:
         print("--time-scale must be a positive number of simulated seconds per wall second.", file=sys.stderr)
         return 2
     try:

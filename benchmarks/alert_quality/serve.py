@@ -59,10 +59,14 @@ class Simulation:
     def simulated(self, wall: float) -> float:
         """The simulated time the fleet had reached at wall time `wall` (a notification's time on
         the fleet's own clock, whether or not the fleet kept up with the wall clock)."""
+        clock = (wall - self.start) * self.scale
         i = bisect.bisect_right(self.walls, wall) - 1
         if i < 0:
-            return (wall - self.start) * self.scale
-        return self.reached[i]
+            return clock
+        # Between two ticks the fleet was somewhere from the first's time to the next one's:
+        # the clock's time, within those bounds.
+        upper = self.reached[i + 1] if i + 1 < len(self.reached) else clock
+        return max(self.reached[i], min(clock, upper))
 
     def behind(self) -> float:
         """The most simulated seconds the fleet was behind its clock after any tick."""

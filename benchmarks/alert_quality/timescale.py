@@ -31,15 +31,22 @@ import yaml
 from vllm_obs.promql import seconds
 
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1))
-_RANGE = re.compile(r"\[\s*([0-9a-z]+)\s*(?::\s*([0-9a-z]*)\s*)?\]")
-_OFFSET = re.compile(r"\boffset\s+(-?)([0-9a-z]+)")
-_PER_SECOND = re.compile(r"\b(rate|irate|deriv)\(")
-_CLOCK = re.compile(r"\b(time|timestamp)\(")
-_PREDICT = re.compile(r"\bpredict_linear\(")
-# Functions that read the clock in a way the rewrite does not translate.
+# A name character before a keyword or function makes it part of a metric name instead.
+_NOT_NAME = r"(?<![\w:])"
+_DURATION = r"\d[0-9a-z]*"
+_RANGE = re.compile(rf"\[\s*({_DURATION})\s*(?::\s*({_DURATION})?\s*)?\]")
+_OFFSET = re.compile(rf"{_NOT_NAME}offset\s+(-?)\s*({_DURATION})", re.I)
+_PER_SECOND = re.compile(rf"{_NOT_NAME}(rate|irate|deriv)\s*\(")
+_CLOCK = re.compile(rf"{_NOT_NAME}(time|timestamp)\s*\(")
+_PREDICT = re.compile(rf"{_NOT_NAME}predict_linear\s*\(")
+# Functions that read the clock in a way the rewrite does not translate, and the @ modifier.
 _UNKNOWN_CLOCK = re.compile(
-    r"\b(day_of_month|day_of_week|day_of_year|days_in_month|hour|minute|month|year|holt_winters|double_exponential_smoothing)\(|@"
+    rf"{_NOT_NAME}(day_of_month|day_of_week|day_of_year|days_in_month|hour|minute|month|year|holt_winters"
+    r"|double_exponential_smoothing)\s*\(|@"
 )
+# String literals (label values, regexes, label_replace's arguments) are never rewritten.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_HELD = re.compile(r"\x00(\d+)\x00")
 # Prometheus' own default, scaled with the rest (a sample older than this is not current).
 LOOKBACK_DELTA = "5m"
 RESEND_DELAY = "1m"
@@ -70,22 +77,30 @@ def virtual_epoch(anchor: float, start: float, factor: float) -> float:
 
 def expression(expr: str, factor: float, epoch: float) -> str:
     """One PromQL expression on the fast clock (see the module's docstring)."""
-    unknown = _UNKNOWN_CLOCK.search(expr)
+    strings: list[str] = []
+
+    def hold(m: re.Match) -> str:
+        strings.append(m.group(0))
+        return f"\x00{len(strings) - 1}\x00"
+
+    code = _STRING.sub(hold, expr)
+    unknown = _UNKNOWN_CLOCK.search(code)
     if unknown:
         raise TimeScaleError(f"cannot put {unknown.group(0)!r} on a fast clock, in: {expr}")
-    expr = _RANGE.sub(
+    code = _RANGE.sub(
         lambda m: (
             f"[{duration(m.group(1), factor)}"
-            + (f":{duration(m.group(2), factor) if m.group(2) else ''}" if m.group(2) is not None else "")
+            + (f":{duration(m.group(2), factor) if m.group(2) else ''}" if ":" in m.group(0) else "")
             + "]"
         ),
-        expr,
+        code,
     )
-    expr = _OFFSET.sub(lambda m: f"offset {m.group(1)}{duration(m.group(2), factor)}", expr)
-    expr = _wrap(expr, _PER_SECOND, lambda call: f"({call} / {_number(factor)})")
+    code = _OFFSET.sub(lambda m: f"offset {m.group(1)}{duration(m.group(2), factor)}", code)
+    code = _wrap(code, _PER_SECOND, lambda call: f"({call} / {_number(factor)})")
     e = _number(epoch)
-    expr = _wrap(expr, _CLOCK, lambda call: f"({e} + ({call} - {e}) * {_number(factor)})")
-    return _wrap(expr, _PREDICT, lambda call: _predict(call, factor))
+    code = _wrap(code, _CLOCK, lambda call: f"({e} + ({call} - {e}) * {_number(factor)})")
+    code = _wrap(code, _PREDICT, lambda call: _predict(call, factor))
+    return _HELD.sub(lambda m: strings[int(m.group(1))], code)
 
 
 def rules(data: dict, factor: float, epoch: float) -> dict:
@@ -178,7 +193,7 @@ def _closing(expr: str, opening: int) -> int:
 
 def _predict(call: str, factor: float) -> str:
     """predict_linear(v[w], horizon) with the horizon (wall seconds) divided by the factor."""
-    body = call[len("predict_linear(") : -1]
+    body = call[call.index("(") + 1 : -1]
     depth, split = 0, None
     for i, ch in enumerate(body):
         depth += ch in "([{"

@@ -40,6 +40,15 @@ def test_an_expression_reads_simulated_seconds_on_the_virtual_clock():
     )
 
 
+def test_any_spelling_is_rewritten_and_strings_are_left_alone():
+    assert timescale.expression("rate (x[5m]) + time () + predict_linear (kv[15m], 900)", 10, 0) == (
+        "(rate (x[30s]) / 10) + (0 + (time () - 0) * 10) + predict_linear(kv[1m30s], 90)"
+    )
+    assert timescale.expression("x OFFSET 5m", 10, 0) == "x offset 30s"
+    for untouched in ('x{m=~"v[5m]", a="a@b"}', 'label_replace(x, "a", "(", "b", "")', "clock:offset and y"):
+        assert timescale.expression(untouched, 10, 0) == untouched
+
+
 @pytest.mark.parametrize("expr", ["hour() > 3", "x @ 100", "predict_linear(kv[15m], 60 * 15) > 1"])
 def test_a_clock_the_rewrite_does_not_know_is_refused(expr):
     with pytest.raises(timescale.TimeScaleError):
@@ -96,6 +105,8 @@ def test_the_bundles_own_promtool_tests_pass_on_the_fast_clock(tmp_path):
     [
         ("rates per wall second", "_PER_SECOND", "errors.test.yml"),
         ("time() and timestamp() on the wall clock", "_CLOCK", "lifecycle.test.yml"),
+        ("predict_linear's horizon in wall seconds", "_PREDICT", "saturation.test.yml"),
+        ("range windows undivided", "_RANGE", "errors.test.yml"),
     ],
 )
 def test_the_promtool_tests_fail_without_each_part_of_the_rewrite(
