@@ -343,11 +343,12 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
 def _wait(
     scenario: Scenario, sim: Simulation, server: threading.Thread, start: float, factor: float, judges
 ) -> None:
-    """Until the scenario's end on the fast clock, saying how far it is every wall minute."""
+    """Until the simulation reaches the scenario's end (later than the fast clock's end when it
+    fell behind: every simulated moment is judged), saying how far it is every wall minute."""
     end = start + scenario.duration / factor
     said = time.time()
-    while time.time() < end:
-        time.sleep(min(5.0, max(0.0, end - time.time())))
+    while time.time() < end or sim.fleet.now < scenario.duration:
+        time.sleep(max(0.5, min(5.0, end - time.time())))
         if not server.is_alive():
             raise RuntimeError("the fleet's HTTP server stopped during the run")
         if time.time() - said >= 60:
