@@ -4,7 +4,7 @@ the schedule of incidents.
 A notification belongs to the incident on its model whose window holds the moment its alerts
 started firing: from the incident's start to its end plus `grace` (a burn-rate alert's long
 window still holds the incident for a while after it ends; an alert that starts later than
-that is about something else). Its model is read from its labels (`model_name`, else the
+that is about something else); where windows overlap, to the latest incident to have started. Its model is read from its labels (`model_name`, else the
 namespace or instance the fleet gave that model); a notification of no model (the watchdog,
 a rule about the whole job) belongs to no incident. What a notification is, a page or a
 ticket, is where Alertmanager sent it: a page receiver wakes someone, any other is a ticket
@@ -181,10 +181,12 @@ def _incident_of(
     grace: float,
 ) -> Incident | None:
     models = {model_of(a) for a in n.alerts} - {None}
-    for incident in incidents:
-        if incident.target.model in models and incident.at <= n.started <= incident.end + grace:
-            return incident
-    return None
+    holding = [
+        i for i in incidents if i.target.model in models and i.at <= n.started <= i.end + grace
+    ]
+    # Windows overlap when incidents on a model come less than `grace` apart: the latest one
+    # to have started is the one the alert is about.
+    return max(holding, key=lambda i: i.at, default=None)
 
 
 def _covered(scenario: Scenario, model: str, grace: float) -> float:

@@ -137,6 +137,18 @@ def test_a_notification_belongs_by_when_its_alert_started_and_the_model(scenario
     assert by_id(other)["outage"].pages == 0 and len(other.stray_pages) == 1
 
 
+def test_where_windows_overlap_the_latest_incident_to_start_owns_the_notification():
+    # The slow replica 25 minutes in: inside the outage's window (its end plus 30 minutes).
+    schedule = {**SCHEDULE, "incidents": [dict(i) for i in SCHEDULE["incidents"]]}
+    schedule["incidents"][1]["at"] = "25m"
+    close = parse_scenario(schedule, "test")
+    before_slow = note(1400, "critical-pagerduty", "X", model_name="chat")
+    after_slow = note(1600, "warning-slack", "Y", model_name="chat")
+    rows = by_id(run(close, before_slow, after_slow))
+    assert (rows["outage"].pages, rows["outage"].tickets) == (1, 0)
+    assert (rows["slow"].pages, rows["slow"].tickets) == (0, 1)
+
+
 def test_the_model_comes_from_model_name_namespace_or_instance(scenario):
     instances = {"10.0.0.7:8000": "chat"}
     for labels in ({"model_name": "chat"}, {"namespace": "llm-chat"}, {"instance": "10.0.0.7:8000"}):
