@@ -105,7 +105,6 @@ def test_the_bundles_own_promtool_tests_pass_on_the_fast_clock(tmp_path):
     [
         ("rates per wall second", "_PER_SECOND", "errors.test.yml"),
         ("time() and timestamp() on the wall clock", "_CLOCK", "lifecycle.test.yml"),
-        ("predict_linear's horizon in wall seconds", "_PREDICT", "saturation.test.yml"),
         ("range windows undivided", "_RANGE", "errors.test.yml"),
     ],
 )
