@@ -181,9 +181,7 @@ def _incident_of(
     grace: float,
 ) -> Incident | None:
     models = {model_of(a) for a in n.alerts} - {None}
-    holding = [
-        i for i in incidents if i.target.model in models and i.at <= n.started <= i.end + grace
-    ]
+    holding = [i for i in incidents if i.target.model in models and i.at <= n.started <= i.end + grace]
     # Windows overlap when incidents on a model come less than `grace` apart: the latest one
     # to have started is the one the alert is about.
     return max(holding, key=lambda i: i.at, default=None)
