@@ -1,8 +1,10 @@
 """How soon each kind of page-worthy incident must page, from the bundle's own configuration
 (issue 23's targets), in simulated seconds.
 
-- An engine that dies and says so (its log line), a crash loop, a start that fails: one scrape
-  (or log export) to see it, one evaluation, Alertmanager's group_wait, and 5 s.
+- An engine that dies and says so (its log line), a crash loop: one scrape (or log export) to
+  see it, one evaluation, Alertmanager's group_wait, and 5 s. A start that fails: the same
+  from its first failure, which comes after the planned stop's grace and a start's length
+  (lifecycle.py).
 - A silent death (no log line): the same after the bundle's `target_down_for`, the time a
   target must fail its scrapes before it counts as down (one failed scrape is not a death).
 - A hung engine: the canary's interval and timeout, the hang alert's `for`, one evaluation
@@ -20,6 +22,7 @@ from vllm_obs.config import BundleConfig
 from vllm_obs.promql import seconds
 
 from .canary import INTERVAL, TIMEOUT_S
+from .lifecycle import GRACE, STARTUP
 from .scenario import Incident
 
 SLO_PERIOD = 30 * 86_400.0
@@ -32,8 +35,10 @@ def budget(incident: Incident, config: BundleConfig) -> float | None:
     a, p = config.alerts, config.prometheus
     scrape, evaluation = seconds(p.scrape_interval), seconds(p.evaluation_interval)
     notify = evaluation + seconds(config.alertmanager.group_wait)
-    if incident.kind in ("engine_death", "crash_restart", "failed_start"):
+    if incident.kind in ("engine_death", "crash_restart"):
         return scrape + notify + SLACK
+    if incident.kind == "failed_start":
+        return GRACE + STARTUP + scrape + notify + SLACK
     if incident.kind == "silent_death":
         return seconds(a.target_down_for) + scrape + notify + SLACK
     if incident.kind == "hung_engine":

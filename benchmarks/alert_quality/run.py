@@ -45,7 +45,7 @@ from ..fleet.exposition import CAPTURE, load_template
 from . import timescale
 from .budgets import budget
 from .canary import Canary
-from .fleet import Fleet, instance_names
+from .fleet import Fleet, instance_name, instance_names
 from .incidents import schedule, spiked
 from .replica import EngineParams
 from .report import markdown, side_by_side
@@ -324,20 +324,63 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.close()
 
-    models = {m.instance: m.model for m in fleet.members}
-    budgets = {i.kind: b for i in scenario.incidents if (b := budget(i, config)) is not None}
-    summaries, posts = {}, {}
+    posts = {j.rules: notifications(j.recorder, sim) for j in judges}
     for j in judges:
-        notes = posts[j.rules] = notifications(j.recorder, sim)
+        notes = [asdict(n) for n in posts[j.rules]]
+        (j.folder / "notifications.json").write_text(json.dumps(notes, indent=1) + "\n")
+    meta = {
+        "file": str(args.scenarios),
+        "time_scale": factor,
+        "engine": args.engine,
+        "config": str(args.config) if args.config else None,
+        "before": args.before,
+    }
+    return _judge(out, scenario, config, posts, health, meta)
+
+
+def _judge(
+    out: Path, scenario: Scenario, config: BundleConfig, posts: dict, health: dict, meta: dict
+) -> dict:
+    """Score each rule set's notifications and write the figures, the reports and the picture."""
+    models = {instance_name(m.model, i): m.model for m in scenario.fleet for i in range(m.replicas)}
+    budgets = {i.id: b for i in scenario.incidents if (b := budget(i, config)) is not None}
+    summaries = {}
+    for rules, notes in posts.items():
         result = score(scenario, notes, ROUTING, model_finder(scenario, models), budgets=budgets)
-        summary = _summary(args, j.rules, scenario, factor, result, health[j.rules])
-        (j.folder / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (j.folder / "notifications.json").write_text(json.dumps([asdict(n) for n in notes], indent=1) + "\n")
-        (j.folder / "report.md").write_text(markdown(summary))
-        summaries[j.rules] = summary
+        summary = _summary(meta, rules, scenario, result, health[rules])
+        (out / rules / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (out / rules / "report.md").write_text(markdown(summary))
+        summaries[rules] = summary
     (out / "report.md").write_text(side_by_side(list(summaries.values())))
     draw(scenario, posts, ROUTING, out / "timeline.png")
     return summaries
+
+
+def rescore(out: Path) -> dict[str, dict]:
+    """Score a finished run's recorded notifications again (after a change to the scoring or the
+    budgets), its scenario file and configuration as the run recorded them."""
+    posts, health, meta = {}, {}, None
+    for results in sorted(out.glob("*/results.json")):
+        try:
+            summary = json.loads(results.read_text())
+            notes = json.loads((results.parent / "notifications.json").read_text())
+            posts[results.parent.name] = [Notification(**{**n, "alerts": tuple(n["alerts"])}) for n in notes]
+            health[results.parent.name] = summary["run"]
+            meta = meta or {
+                "file": summary["scenario"]["file"],
+                "time_scale": summary["time_scale"],
+                "engine": summary["engine"],
+                "config": summary["config"],
+                "before": summary.get("before", BEFORE),
+            }
+        except (OSError, ValueError, KeyError, TypeError):
+            raise BundleError(
+                f"{results.parent} holds no complete run of benchmarks.alert_quality.run."
+            ) from None
+    if meta is None:
+        raise BundleError(f"{out} holds no run of benchmarks.alert_quality.run (no <rules>/results.json).")
+    config = build(BundleConfig, _user_config(meta["config"]), "", str(meta["config"] or "the defaults"))
+    return _judge(out, load_scenario(meta["file"]), config, posts, health, meta)
 
 
 def _wait(
@@ -381,13 +424,14 @@ def _health(prom: Prometheus, sim: Simulation, start: float, factor: float) -> d
     }
 
 
-def _summary(args, rules: str, scenario: Scenario, factor: float, result: Score, health: dict) -> dict:
+def _summary(meta: dict, rules: str, scenario: Scenario, result: Score, health: dict) -> dict:
     return {
-        "scenario": {"name": scenario.name, "file": str(args.scenarios), "duration_s": scenario.duration},
-        "time_scale": factor,
-        "rules": rules if rules != "before" else f"before ({args.before})",
-        "engine": args.engine,
-        "config": str(args.config) if args.config else None,
+        "scenario": {"name": scenario.name, "file": meta["file"], "duration_s": scenario.duration},
+        "time_scale": meta["time_scale"],
+        "rules": rules if rules != "before" else f"before ({meta['before']})",
+        "before": meta["before"],
+        "engine": meta["engine"],
+        "config": meta["config"],
         "incidents": [
             {
                 "id": i.id,
@@ -436,6 +480,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config", help="a vllm-obs config file whose knobs the bundle uses (default: production defaults)"
     )
+    p.add_argument(
+        "--rescore",
+        metavar="DIR",
+        help="score the notifications a finished run recorded in DIR again, and rewrite its reports",
+    )
     p.add_argument("--out", default=str(HERE / "work" / "run"), help="the output folder")
     return p
 
@@ -446,11 +495,11 @@ def main(argv: list[str] | None = None) -> int:
         print("--time-scale must be a positive number of simulated seconds per wall second.", file=sys.stderr)
         return 2
     try:
-        summaries = run(args)
+        summaries = rescore(Path(args.rescore)) if args.rescore else run(args)
     except (BundleError, TraceMissing, timescale.TimeScaleError) as exc:
         print(exc, file=sys.stderr)
         return 2
-    print((Path(args.out) / "report.md").read_text())
+    print((Path(args.rescore or args.out) / "report.md").read_text())
     # The exit status judges this checkout's bundle; the other rule sets are its comparison.
     mine = summaries.get("bundle")
     if mine is None:

@@ -139,7 +139,11 @@ def score(
     budgets = budgets or {}
     rows = {
         i.id: IncidentScore(
-            i.id, i.kind, i.expect, budget=budgets.get(i.kind) if i.expect == "page" else None
+            # A budget by the incident's id (it may depend on its parameters), else by its kind.
+            i.id,
+            i.kind,
+            i.expect,
+            budget=budgets.get(i.id, budgets.get(i.kind)) if i.expect == "page" else None,
         )
         for i in scenario.incidents
     }

@@ -66,6 +66,10 @@ def test_the_smoke_scenario_pages_for_lost_capacity_and_not_for_a_planned_restar
     # The watchdog's dead man's switch kept posting: Alertmanager and the webhook lived throughout.
     assert sum(n["receiver"] == "watchdog" for n in notes) >= 10
     assert (out / "report.md").read_text().startswith("# Alert quality: scenario `smoke`")
+    # Scoring the recorded notifications again gives the same figures.
+    again = bench("--rescore", str(out), timeout=120)
+    assert again.returncode in (0, 1), again.stderr[-3000:]
+    assert json.loads((out / "bundle" / "results.json").read_text()) == results
 
 
 @pytest.mark.parametrize(
