@@ -87,13 +87,16 @@ $(LOCUST_VENV)/.installed:
 
 ## The alert-quality benchmark: the full scenario (100 simulated replicas, 8 simulated hours of
 ## trace traffic and every kind of incident) through the bundle on a real Prometheus and
-## Alertmanager at 10x the wall clock (about 50 minutes); SCENARIOS=FILE runs another scenario.
-## Its figures go to benchmarks/alert_quality/work/ (report.md, results.json).
+## Alertmanager at 10x the wall clock (about 50 minutes), this bundle beside vLLM PR #34638's
+## rules; SCENARIOS=FILE runs another scenario, RULES=bundle,before,peer adds the bundle of
+## 0b48dea (a third Prometheus: on two cores, for the smoke scenario or at a slower TIME_SCALE).
+## Its figures go to benchmarks/alert_quality/work/<scenario>/ (report.md, timeline.png, results.json).
 SCENARIOS ?= benchmarks/alert_quality/scenarios/day.yaml
 TIME_SCALE ?= 10
+RULES ?= bundle,peer
 bench-alerts: venv system-deps
 	$(BIN)/python -m benchmarks.alert_quality.run --scenarios $(SCENARIOS) --time-scale $(TIME_SCALE) \
-	    --out benchmarks/alert_quality/work/$(basename $(notdir $(SCENARIOS)))
+	    --rules $(RULES) --out benchmarks/alert_quality/work/$(basename $(notdir $(SCENARIOS)))
 
 ## Fit the alert-quality benchmark's replica model to the real vLLM CPU server and replay a
 ## trace slice against both under locust (a few minutes); writes its calibration.yaml.
