@@ -20,7 +20,7 @@ def test_the_full_schedule_has_every_kind_and_every_expectation():
     assert {i.expect for i in day.incidents} == set(EXPECT)
     assert sum(m.replicas for m in day.fleet) == 100 and day.duration == 8 * 3600
     spike = next(i for i in day.incidents if i.id == "spike-beyond")
-    assert (spike.at, spike.end, spike.params, spike.target.model) == (7200, 8700, {"factor": 3.0}, "chat")
+    assert (spike.at, spike.end, spike.params, spike.target.model) == (10200, 11700, {"factor": 3.0}, "small")
     assert day.source.endswith("day.yaml")
 
 
