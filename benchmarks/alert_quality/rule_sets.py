@@ -19,6 +19,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import yaml
 from vllm_obs.errors import BundleError
 
 from .traces import trace_dir
@@ -112,8 +113,6 @@ def generate_before(commit: str, out: Path, config: Path, metrics: Path, scratch
 
 def use_rules(bundle: Path, rules: dict) -> None:
     """Replace the bundle's rule files by `rules` (prometheus.yml loads that file alone)."""
-    import yaml
-
     for path in (bundle / "alerts").glob("*.rules.yml"):
         path.unlink()
     target = bundle / "alerts" / "peer.rules.yml"

@@ -38,7 +38,7 @@ from vllm_obs.config import BundleConfig, build
 from vllm_obs.errors import BundleError
 
 from tests.support.monitoring import Alertmanager, Prometheus
-from tests.support.notifications import NotificationRecorder
+from tests.support.notifications import NotificationRecorder, webhook_receivers
 from tests.support.vllm_server import free_port
 
 from ..fleet.exposition import CAPTURE, load_template
@@ -58,11 +58,11 @@ from .traces import TraceMissing, arrivals, load
 
 HERE = Path(__file__).resolve().parent
 ENGINES = HERE / "engines.yaml"
-RECEIVERS = ("critical", "warning", "info", "watchdog")
 ROUTING = Routing(page=frozenset({"critical"}), ignore=frozenset({"watchdog"}))
 SET_UP = 3.0  # wall seconds from the Alertmanagers' start to the simulated clock's (Prometheus starts in it)
 
 
+@dataclass
 class FastPrometheus(Prometheus):
     """Prometheus with its own clock-bound flags on the run's clock."""
 
@@ -110,7 +110,7 @@ def bundle_config(instances: list[str], address: str, am: int, prom: int, record
     p["prometheus_targets"] = [f"127.0.0.1:{prom}"]
     config["alertmanager"] = {
         **config.get("alertmanager", {}),
-        **{r: {"type": "webhook", "url": f"{recorder}/{r}"} for r in RECEIVERS},
+        **webhook_receivers(recorder),
     }
     return config
 
@@ -273,7 +273,6 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
         scrape_from_files(j.bundle / "prometheus" / "prometheus.yml", targets)
     loop = asyncio.new_event_loop()
     started, stop = asyncio.Event(), asyncio.Event()
-    FastPrometheus.factor = factor
     health: dict[str, dict] = {}
     with contextlib.ExitStack() as stack:
         for j in judges:
@@ -300,7 +299,10 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
         proms = [
             stack.enter_context(
                 FastPrometheus(
-                    j.bundle / "prometheus" / "prometheus.yml", j.folder / "work", port=j.prom_port
+                    j.bundle / "prometheus" / "prometheus.yml",
+                    j.folder / "work",
+                    port=j.prom_port,
+                    factor=factor,
                 )
             )
             for j in judges

@@ -33,6 +33,7 @@ from tests.generator.test_alertmanager import routes
 from tests.support.bundles import generate, rule_exprs, selected_names
 from tests.support.loopback import LoopbackServer
 from tests.support.monitoring import Alertmanager
+from tests.support.notifications import webhook_receivers
 from tests.support.remote_write import (
     AgentPrometheus,
     ReceivingPrometheus,
@@ -49,7 +50,6 @@ REPO = Path(__file__).parent.parent.parent
 EXPOSITION = REPO / "tests" / "fixtures" / "metrics" / "vllm-0.32.0-cpu-idle.prom"
 INSTANCE = "vllm-0:8000"  # the replica's name in both clusters
 MODEL = "tiny-llama"
-RECEIVERS = ("critical", "warning", "info", "watchdog")
 WATCHDOG = "WatchdogVllmObs"
 TIMEOUT = 60  # for any one state to be reached; the whole test takes about 35 s
 
@@ -61,7 +61,7 @@ def bundle_config(webhook: str) -> dict:
         "alertmanager": {
             "group_wait": "1s",
             "group_interval": "5s",
-            **{r: {"type": "webhook", "url": f"{webhook}/{r}"} for r in RECEIVERS},
+            **webhook_receivers(webhook),
         },
     }
 

@@ -29,11 +29,10 @@ from prometheus_api_client import PrometheusConnect
 from vllm_obs.cli import main as vllm_obs
 
 from .monitoring import Alertmanager, Prometheus, binary
-from .notifications import NotificationRecorder
+from .notifications import NotificationRecorder, webhook_receivers
 from .vllm_server import VllmServer, free_port, http_get
 
 # Receivers of the generated routing, by the path of the recorder they post to.
-RECEIVERS = ("critical", "warning", "info", "watchdog")
 PAGER, CHAT = "critical", "warning"
 
 
@@ -261,7 +260,7 @@ class DrillStack:
         prometheus["prometheus_targets"] = [f"127.0.0.1:{self.prom_port}"]
         config["alertmanager"] = {
             **config.get("alertmanager", {}),
-            **{r: {"type": "webhook", "url": f"{self.recorder.url}/{r}"} for r in RECEIVERS},
+            **webhook_receivers(self.recorder.url),
         }
         return config
 

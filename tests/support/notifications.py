@@ -8,6 +8,14 @@ from dataclasses import dataclass
 
 from .loopback import LoopbackServer
 
+# The bundle's receivers (vllm-obs config keys under `alertmanager`), each posting to its path.
+RECEIVERS = ("critical", "warning", "info", "watchdog")
+
+
+def webhook_receivers(url: str) -> dict[str, dict]:
+    """Every receiver of a bundle's configuration pointed at the recorder at `url`."""
+    return {r: {"type": "webhook", "url": f"{url}/{r}"} for r in RECEIVERS}
+
 
 @dataclass(frozen=True)
 class Notification:
