@@ -26,6 +26,7 @@ import pytest
 from tests.exporter.helpers import run_once, samples
 from tests.support.vllm_server import (
     MODEL_NAME,
+    TEST_DTYPE,
     VllmServer,
     free_port,
     http_get,
@@ -56,7 +57,7 @@ def compose_vllm(tmp_path: Path, port: int) -> tuple[list[str], dict[str, str], 
         "VLLM_IMAGE": "example.org/vllm-cpu:latest",
         "VLLM_MODEL": str(tiny_model_dir()),
         "VLLM_SERVED_MODEL_NAME": MODEL_NAME,
-        "VLLM_ARGS": "--max-model-len 1024 --enforce-eager",
+        "VLLM_ARGS": " ".join(("--max-model-len 1024 --enforce-eager", *TEST_DTYPE)),
     }
     service = interpolate(stacks()["docker-compose.yml + cpu"]["services"]["vllm"], env)
     key = tmp_path / "secrets" / "vllm-api-key"

@@ -89,6 +89,13 @@ def http_post_json(url: str, body: dict, timeout: float = 60.0) -> tuple[int, st
         return exc.code, exc.read().decode("utf-8", "replace")
 
 
+# The tiny model's weights are float32. In bfloat16 on a CPU that advertises AMX, vLLM 0.32's
+# CPU attention takes its AMX kernel, and on a VM that advertises AMX without running it (a
+# Firecracker guest) the model worker dies of SIGILL on the first request. float32
+# takes the vector kernel everywhere; nothing the tests watch depends on the dtype.
+TEST_DTYPE = ("--dtype", "float32")
+
+
 @dataclass
 class VllmServer:
     """One vLLM API server process (and its engine-core and worker children)."""
@@ -128,6 +135,7 @@ class VllmServer:
             "--max-model-len",
             "1024",
             "--enforce-eager",
+            *TEST_DTYPE,
             *self.extra_args,
         ]
 
