@@ -25,14 +25,15 @@ def markdown(summary: dict) -> str:
         f"the wall clock, engine profile `{summary['engine']}`, bundle configuration "
         f"{summary['config'] or 'the production defaults'}.",
         "",
-        "| incident | kind | deserves | got | as it should | time to page (budget) | pages | other notifications | alerts |",
-        "| --- | --- | --- | --- | --- | --- | ---: | ---: | --- |",
+        "| incident | kind | deserves | got | as it should | time to page (budget) | pages | pager updates | tickets | alerts |",
+        "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
     for i in summary["incidents"]:
         budget = f" ({_time(i['budget_s'])})" if i["budget_s"] is not None else ""
         lines.append(
             f"| {i['id']} | {i['kind']} | {i['expect']} | {i['verdict']} | {'yes' if i['ok'] else '**no**'} "
-            f"| {_time(i['time_to_page_s'])}{budget} | {i['pages']} | {i['tickets']} | {', '.join(i['alerts']) or '-'} |"
+            f"| {_time(i['time_to_page_s'])}{budget} | {i['pages']} | {i.get('page_updates', 0)} | {i['tickets']} "
+            f"| {', '.join(i['alerts']) or '-'} |"
         )
     lines += [
         "",
@@ -59,7 +60,7 @@ def _cell(i: dict) -> str:
     got = i["verdict"] if i["ok"] else f"**{i['verdict']}**"
     if i["time_to_page_s"] is not None:
         got += f" in {i['time_to_page_s']:.0f} s"
-    return f"{got}; {i['pages']} pages, {i['tickets']} other"
+    return f"{got}; {i['pages']} pages ({i.get('page_updates', 0)} updates), {i['tickets']} tickets"
 
 
 def side_by_side(summaries: list[dict]) -> str:
@@ -73,7 +74,8 @@ def side_by_side(summaries: list[dict]) -> str:
         "",
         f"One simulation ({s['duration_s'] / 3600:.2f} simulated hours of `{s['file']}` at "
         f"{first['time_scale']:g}x, engine profile `{first['engine']}`) watched by each rule set's own "
-        "Prometheus and Alertmanager; a page is a notification to the critical receiver.",
+        "Prometheus and Alertmanager; a page is a notification group opened on the critical receiver "
+        "(its updates while open are one PagerDuty incident, counted apart).",
         "",
         "| incident | deserves | " + " | ".join(names) + " |",
         "| --- | --- | " + " | ".join("---" for _ in names) + " |",

@@ -167,6 +167,7 @@ def notifications(recorder: NotificationRecorder, sim: Simulation) -> list[Notif
                 receiver=note.receiver,
                 status=note.status,
                 alerts=tuple(a.get("labels", {}) for a in note.alerts),
+                group=note.group_key,
             )
         )
     return out
@@ -442,6 +443,7 @@ def _summary(meta: dict, rules: str, scenario: Scenario, result: Score, health: 
                 "verdict": i.verdict,
                 "ok": i.ok,
                 "pages": i.pages,
+                "page_updates": i.page_updates,
                 "tickets": i.tickets,
                 "time_to_page_s": None if i.time_to_page is None else round(i.time_to_page, 1),
                 "budget_s": None if i.budget is None else round(i.budget, 1),

@@ -11,8 +11,12 @@ ticket, is where Alertmanager sent it: a page receiver wakes someone, any other 
 or a chat message; ignored receivers (the watchdog's dead man's switch) are not notifications.
 
 Per incident: paged, ticketed or missed; seconds from its start to the first page; how many
-notifications it made (each firing post counts: a group's first notification, its updates
-and repeats; resolved posts do not). Over the healthy time (no incident window, or a window
+pages and notifications it made. A page is what wakes someone: a firing post to a page
+receiver for a notification group that has no page open. Alertmanager sends a group's posts
+to PagerDuty under one dedup key (the group key), and PagerDuty keeps trigger events with the
+key of an open incident in that incident, so a group's updates and repeats while it fires are
+not new pages; its resolved post closes it. Those updates are counted apart (`page_updates`),
+tickets are every firing post to any other receiver; resolved posts are not notifications. Over the healthy time (no incident window, or a window
 whose incident must not notify), model by model: pages and tickets, and pages per day of 100
 replicas.
 """
@@ -38,6 +42,7 @@ class Notification:
     receiver: str
     status: str  # firing | resolved
     alerts: tuple[Mapping[str, str], ...]  # the label sets of its alerts
+    group: str = ""  # Alertmanager's group key (PagerDuty's dedup key)
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,8 @@ class IncidentScore:
     id: str
     kind: str
     expect: str
-    pages: int = 0
+    pages: int = 0  # pages opened on the pager (a group's first firing post, or its first after resolving)
+    page_updates: int = 0  # firing posts to the pager for a group whose page is open
     tickets: int = 0
     time_to_page: float | None = None  # seconds from the incident's start to its first page
     time_to_notify: float | None = None  # to its first notification of any kind
@@ -67,11 +73,14 @@ class IncidentScore:
 
     @property
     def notifications(self) -> int:
-        return self.pages + self.tickets
+        return self.pages + self.page_updates + self.tickets
 
     @property
     def verdict(self) -> str:
-        return "paged" if self.pages else "ticketed" if self.tickets else "missed"
+        if self.pages:
+            return "paged"
+        # Its pages only updated one an earlier incident left open: nobody was woken for it.
+        return "updated an open page" if self.page_updates else "ticketed" if self.tickets else "missed"
 
     @property
     def ok(self) -> bool:
@@ -149,20 +158,31 @@ def score(
     }
     stray_pages: list[Notification] = []
     stray_tickets: list[Notification] = []
+    open_pages: set[tuple[str, str]] = set()  # (receiver, group) of every page still open
     for n in sorted(notifications, key=lambda n: n.at):
         kind = routing.kind(n)
-        if kind is None or n.status != "firing":
+        if kind is None:
             continue
+        page = (n.receiver, n.group)
+        if n.status != "firing":
+            open_pages.discard(page)
+            continue
+        update = kind == "page" and page in open_pages
+        if kind == "page":
+            open_pages.add(page)
         incident = _incident_of(n, scenario.incidents, model_of, grace)
         if incident is None:
-            (stray_pages if kind == "page" else stray_tickets).append(n)
+            if not update:
+                (stray_pages if kind == "page" else stray_tickets).append(n)
             continue
         row = rows[incident.id]
         since = n.at - incident.at
         row.alertnames |= {a.get("alertname", "") for a in n.alerts}
         if row.time_to_notify is None:
             row.time_to_notify = since
-        if kind == "page":
+        if update:
+            row.page_updates += 1
+        elif kind == "page":
             row.pages += 1
             if row.time_to_page is None:
                 row.time_to_page = since

@@ -16,7 +16,10 @@ from .vocabulary import Scope, Vocabulary
 
 SLACK_TITLE = (
     '[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}] '
-    "{{ .CommonLabels.alertname }}{{ if .CommonLabels.model_name }} {{ .CommonLabels.model_name }}{{ end }}"
+    # A page groups every critical alert of a model: no common alertname, so the first one's.
+    "{{ if .CommonLabels.alertname }}{{ .CommonLabels.alertname }}"
+    "{{ else }}{{ (index .Alerts 0).Labels.alertname }} and more{{ end }}"
+    "{{ if .CommonLabels.model_name }} {{ .CommonLabels.model_name }}{{ end }}"
     "{{ if .CommonLabels.instance }} on {{ .CommonLabels.instance }}{{ end }}"
 )
 SLACK_TEXT = (
@@ -26,9 +29,10 @@ SLACK_TEXT = (
 
 
 def _severity_routes(pager: str, chat: str, info: str | None, pages: list[str]) -> list[dict[str, Any]]:
-    """Pages to the pager, one notification per alert and model listing every replica; a page
-    also lands in chat, where the rest of the team sees it; warnings (tickets) in chat, per
-    replica."""
+    """Pages to the pager, one notification group per model listing every critical alert and
+    replica (Alertmanager sends a group's updates to PagerDuty under one dedup key, the group
+    key, so they stay one incident); a page also lands in chat, where the rest of the team
+    sees it; warnings (tickets) in chat, per replica."""
     out: list[dict[str, Any]] = [
         {"receiver": pager, "matchers": ['severity="critical"'], "group_by": pages, "continue": True},
         {"receiver": chat, "matchers": ['severity="critical"'], "group_by": pages},

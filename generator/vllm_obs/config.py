@@ -332,9 +332,10 @@ class AlertmanagerSection:
         "labels that make one notification group of warnings and info (a ticket names the replica)",
     )
     page_group_by: list[str] = knob(
-        ["alertname", "model_name", "namespace", "cluster"],
-        "labels that make one page: one per alert and model (and namespace and cluster where the "
-        "alerts carry them), listing every affected replica",
+        ["model_name", "namespace", "cluster"],
+        "labels that make one page: one per model (and namespace and cluster where the alerts "
+        "carry them), listing every critical alert and affected replica, so a lost capacity and "
+        "the SLO burn it leaves behind are one incident on the pager",
     )
     group_wait: str = knob("30s", "wait before the first notification of a new group")
     group_interval: str = knob("5m", "wait before notifying about new alerts in a group")

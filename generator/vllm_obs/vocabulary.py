@@ -229,6 +229,8 @@ class Names:
         self.replica_unready = gauge(level, "vllm_replica_unready", "cause")
         self.replicas_ready = gauge("job_model", "vllm_replicas_ready", "count")
         self.replicas_discovered = gauge("job_model", "vllm_replicas_discovered", "count")
+        # 1 while a server's log shows a planned stop or the start after it (rules.expressions.planned).
+        self.restart_planned = gauge("instance", "vllm_restart_planned", "bool")
         # Engine features (recorded only where the source exposes them).
         self.spec_acceptance = ratio(level, "vllm_spec_decode_acceptance", w)
         self.spec_accepted_length = f"{level}:vllm_spec_decode_accepted_length:mean_{w}"

@@ -226,7 +226,7 @@ local values = import '../lib/values.libsonnet';
               '  (\n' +
               '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="shutdown"}) > on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
               '    and on (' + v.clusterBy + 'instance)\n' +
-              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom|startup_failed"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
               '    or\n' +
               '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"}) == 0\n' +
               '  )\n' +

@@ -370,6 +370,25 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.recording-capacity',
         rules: [
           {
+            record: 'instance:vllm_restart_planned:bool',
+            expr:
+              '(\n' +
+              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"stopping|stopped"}) == 1\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  time() - max by (' + v.clusterBy + 'instance) (vllm_log_server_state_since_timestamp_seconds{' + v.logExporterSelector + '}) < ' + v.plannedStopGraceSeconds + '\n' +
+              '  or\n' +
+              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1\n' +
+              '  and on (' + v.clusterBy + 'instance)\n' +
+              '  (\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="shutdown"}) > on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    and on (' + v.clusterBy + 'instance)\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom|startup_failed"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    or\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"}) == 0\n' +
+              '  )\n' +
+              ')',
+          },
+          {
             record: 'job_instance_model:vllm_replica_unready:cause',
             expr:
               '(\n' +
@@ -404,7 +423,7 @@ local values = import '../lib/values.libsonnet';
               '  (\n' +
               '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="shutdown"}) > on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
               '    and on (' + v.clusterBy + 'instance)\n' +
-              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom|startup_failed"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
               '    or\n' +
               '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"}) == 0\n' +
               '  )\n' +
@@ -457,7 +476,7 @@ local values = import '../lib/values.libsonnet';
               '  (\n' +
               '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="shutdown"}) > on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
               '    and on (' + v.clusterBy + 'instance)\n' +
-              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
+              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom|startup_failed"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
               '    or\n' +
               '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"}) == 0\n' +
               '  )\n' +
@@ -489,7 +508,11 @@ local values = import '../lib/values.libsonnet';
               'sum by (' + v.clusterBy + 'job, model_name) (\n' +
               '  label_replace(sum by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_requests_failing:rate' + v.rateWindow + '), "part", "0", "", "")\n' +
               '  or\n' +
-              '  label_replace(label_replace(sum by (' + v.clusterBy + 'model_name) (rate(vllm_probe_failures_total{' + v.probeSelector + ', reason=~"timeout|http_5xx|refused"}[5m])), "job", "' + v.vllmJob + '", "", ""), "part", "1", "", "")\n' +
+              '  label_replace(label_replace(sum by (' + v.clusterBy + 'model_name) (rate(vllm_probe_failures_total{' + v.probeSelector + ', reason=~"timeout|http_5xx"}[5m])\n' +
+              'or\n' +
+              '(rate(vllm_probe_failures_total{' + v.probeSelector + ', reason="refused"}[5m])\n' +
+              'unless on (' + v.clusterBy + 'instance)\n' +
+              'max_over_time(instance:vllm_restart_planned:bool[5m]) == 1)), "job", "' + v.vllmJob + '", "", ""), "part", "1", "", "")\n' +
               ')',
           },
           {

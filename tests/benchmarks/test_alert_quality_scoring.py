@@ -57,13 +57,15 @@ def scenario():
     return parse_scenario(SCHEDULE, "test")
 
 
-def note(at, receiver, alertname, started=None, status="firing", **labels):
+def note(at, receiver, alertname, started=None, status="firing", group=None, **labels):
     return Notification(
         at=at,
         started=at if started is None else started,
         receiver=receiver,
         status=status,
         alerts=({"alertname": alertname, **labels},),
+        # Alertmanager's group key; by default one group per alert and label set.
+        group=group if group is not None else f"{alertname}{sorted(labels.items())}",
     )
 
 
@@ -84,7 +86,9 @@ def test_a_page_in_time_is_what_an_outage_deserves(scenario):
         budgets={"engine_death": 60},
     )
     outage = by_id(result)["outage"]
-    assert (outage.verdict, outage.pages, outage.tickets, outage.notifications) == ("paged", 2, 1, 3)
+    # The repeat is the same group's post while its page is open: an update, not a second page.
+    assert (outage.verdict, outage.pages, outage.page_updates, outage.tickets) == ("paged", 1, 1, 1)
+    assert outage.notifications == 3
     assert outage.time_to_page == 55 and outage.time_to_notify == 40
     assert outage.alertnames == {"VllmEngineDead", "VllmModelCapacityLow"}
     assert outage.ok
@@ -181,3 +185,58 @@ def test_pages_per_day_on_100_replicas_over_healthy_time(scenario):
     assert result.healthy_pages == 2
     assert math.isclose(result.pages_per_day_per_100, 2 / healthy * 86_400 * 100)
     assert run(scenario).pages_per_day_per_100 == 0
+
+
+def test_a_groups_updates_while_its_page_is_open_are_one_page(scenario):
+    """PagerDuty keeps the posts of one group (one dedup key) in its open incident: the capacity
+    page and the burn that joins its group later wake someone once; once the group resolves, its
+    next firing post is a new page."""
+    group = "{}/{severity=critical}:{model_name=chat}"
+    result = run(
+        scenario,
+        note(640, "critical-pagerduty", "VllmModelCapacityLow", group=group, model_name="chat"),
+        note(940, "critical-pagerduty", "VllmAvailabilityBudgetBurn", 900, group=group, model_name="chat"),
+        note(1240, "critical-pagerduty", "VllmAvailabilityBudgetBurn", 900, group=group, model_name="chat"),
+        # Another group of the same incident is a page of its own.
+        note(1000, "critical-pagerduty", "VllmTimeToFirstTokenBudgetBurn", group="other", model_name="chat"),
+        note(
+            1500,
+            "critical-pagerduty",
+            "VllmAvailabilityBudgetBurn",
+            900,
+            "resolved",
+            group,
+            model_name="chat",
+        ),
+        note(1600, "critical-pagerduty", "VllmAvailabilityBudgetBurn", 1590, group=group, model_name="chat"),
+    )
+    outage = by_id(result)["outage"]
+    assert (outage.pages, outage.page_updates) == (3, 2)
+    assert outage.time_to_page == 40
+    assert outage.notifications == 5
+
+
+def test_a_post_to_chat_never_opens_or_closes_a_page(scenario):
+    group = "{}:{model_name=chat}"
+    result = run(
+        scenario,
+        note(640, "critical-pagerduty", "VllmModelCapacityLow", group=group, model_name="chat"),
+        note(700, "warning-slack", "VllmModelCapacityLow", 640, "resolved", group, model_name="chat"),
+        note(940, "critical-pagerduty", "VllmModelCapacityLow", 640, group=group, model_name="chat"),
+        note(950, "warning-slack", "VllmModelCapacityLow", 640, group=group, model_name="chat"),
+    )
+    outage = by_id(result)["outage"]
+    assert (outage.pages, outage.page_updates, outage.tickets) == (1, 1, 1)
+
+
+def test_an_incident_whose_posts_only_update_an_open_page_woke_nobody(scenario):
+    group = "{}:{model_name=chat}"
+    result = run(
+        scenario,
+        note(300, "critical-pagerduty", "VllmAvailabilityBudgetBurn", group=group, model_name="chat"),
+        note(640, "critical-pagerduty", "VllmModelCapacityLow", 620, group=group, model_name="chat"),
+        budgets={"engine_death": 60},
+    )
+    outage = by_id(result)["outage"]
+    assert (outage.verdict, outage.pages, outage.page_updates) == ("updated an open page", 0, 1)
+    assert not outage.ok and len(result.stray_pages) == 1

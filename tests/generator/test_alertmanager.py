@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -347,9 +350,9 @@ def test_twenty_replicas_failing_together_make_one_page(tmp_path):
     assert len(chat) == 1 and {a["labels"]["alertname"] for a in chat[0].alerts} == {"VllmModelCapacityLow"}
 
 
-def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
-    """The PagerDuty event Alertmanager really sends (to a loopback events API) carries the
-    description of every alert in the page's group, not only the first one's."""
+@contextmanager
+def pagerduty_pager(tmp_path: Path, **knobs: str) -> Iterator[tuple[Alertmanager, LoopbackServer]]:
+    """The bundle's Alertmanager paging through PagerDuty's events API, served on loopback."""
     key = tmp_path / "routing-key"
     key.write_text("0123456789abcdef0123456789abcdef\n")
     with LoopbackServer() as events:
@@ -358,7 +361,7 @@ def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
                 "critical": {"type": "pagerduty", "secret_file": str(key)},
                 "warning": {"type": "webhook", "url": f"{events.url}/chat"},
                 "watchdog": {"type": "webhook", "url": f"{events.url}/watchdog"},
-                "group_wait": "1s",
+                **knobs,
             }
         }
         bundle = generate(tmp_path / "bundle", config=config)
@@ -366,8 +369,27 @@ def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
         am_config = yaml.safe_load(path.read_text())
         for receiver in am_config["receivers"]:
             for pd in receiver.get("pagerduty_configs", []):
-                pd["url"] = f"{events.url}/v2/enqueue"  # PagerDuty's events API, on loopback
+                pd["url"] = f"{events.url}/v2/enqueue"
         path.write_text(yaml.safe_dump(am_config))
+        with Alertmanager(path, tmp_path) as am:
+            yield am, events
+
+
+def enqueued(events: LoopbackServer) -> list[dict]:
+    return [body for p, body in events.posted if p == "/v2/enqueue"]
+
+
+def wait_for_events(events: LoopbackServer, count: int, timeout: float = 30) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while len(enqueued(events)) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return enqueued(events)
+
+
+def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
+    """The PagerDuty event Alertmanager really sends (to a loopback events API) carries the
+    description of every alert in the page's group, not only the first one's."""
+    with pagerduty_pager(tmp_path, group_wait="1s") as (am, events):
         replicas = ["vllm-0:8000", "vllm-1:8000", "vllm-2:8000"]
         posted = [
             {
@@ -381,12 +403,8 @@ def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
             }
             for i, r in enumerate(replicas)
         ]
-        with Alertmanager(path, tmp_path) as am:
-            am.post_alerts(posted)
-            deadline = time.monotonic() + 30
-            while not [p for p, _ in events.posted if p == "/v2/enqueue"] and time.monotonic() < deadline:
-                time.sleep(0.2)
-        pages = [body for p, body in events.posted if p == "/v2/enqueue"]
+        am.post_alerts(posted)
+        pages = wait_for_events(events, 1)
     assert len(pages) == 1, pages
     details = pages[0]["payload"]["custom_details"]
     assert details["firing"] == "3"
@@ -395,3 +413,47 @@ def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
     ]
     assert details["runbook"] == "https://runbooks.example/vllm#vllmmodelcapacitylow"
     assert pages[0]["routing_key"] == "0123456789abcdef0123456789abcdef"
+
+
+def test_the_burn_a_capacity_page_leaves_behind_is_the_same_pagerduty_incident(tmp_path):
+    """Replicas come back and the capacity page resolves while the availability burn it caused
+    still fires: Alertmanager posts the burn under the page's dedup key, so PagerDuty keeps it in
+    the incident already open instead of waking someone again; another model pages on its own."""
+
+    def described(a: dict, text: str) -> dict:
+        return {**a, "annotations": {"description": text}}
+
+    capacity = described(
+        alert(
+            "cap", "VllmModelCapacityLow", "critical", instance="vllm-0:8000", model_name="m", cause="dead"
+        ),
+        "m lost capacity",
+    )
+    burn = described(
+        alert("burn", "VllmAvailabilityBudgetBurn", "critical", model_name="m", long="1h", short="5m"),
+        "m burns its budget",
+    )
+    other = described(
+        alert(
+            "other", "VllmModelCapacityLow", "critical", instance="vllm-9:8000", model_name="n", cause="dead"
+        ),
+        "n lost capacity",
+    )
+
+    def saying(events: list[dict], text: str) -> list[dict]:
+        return [e for e in events if text in e["payload"]["custom_details"]["descriptions"]]
+
+    with pagerduty_pager(tmp_path, group_wait="1s", group_interval="2s") as (am, events):
+        am.post_alerts([capacity, burn, other])
+        first = wait_for_events(events, 2)
+        am.post_alerts([{**capacity, "endsAt": datetime.now(UTC).isoformat()}, burn])
+        deadline = time.monotonic() + 30
+        while not saying(enqueued(events), "m burns its budget") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        posted = enqueued(events)
+    # While the capacity page fires it silences the burn: the first page of m is capacity alone.
+    [page_m], [page_n] = saying(first, "m lost capacity"), saying(first, "n lost capacity")
+    assert "m burns its budget" not in page_m["payload"]["custom_details"]["descriptions"]
+    [update] = saying(posted, "m burns its budget")
+    assert update["event_action"] == "trigger"
+    assert update["dedup_key"] == page_m["dedup_key"] != page_n["dedup_key"]

@@ -178,7 +178,9 @@ def test_a_user_who_changes_thresholds_gets_tests_that_pin_the_new_ones(tmp_path
         # A first start must not warn: drop that branch of VllmTargetDown's planned starts.
         ('event="startup_complete"}) == 0\n', 'event="startup_complete"}) == -1\n'),
         # A start after an engine death is not planned: drop the death's part of the rule.
-        ('event=~"engine_dead|oom"}) < on', 'event=~"oom"}) < on'),
+        ('event=~"engine_dead|oom|startup_failed"}) < on', 'event=~"oom|startup_failed"}) < on'),
+        # Nor one after a failed start: drop the failed start's part.
+        ('event=~"engine_dead|oom|startup_failed"}) < on', 'event=~"engine_dead|oom"}) < on'),
         ("> 600\n", "> 660\n"),  # VllmStartupSlow's expected start-up time
         (") >= 3\n", ") >= 4\n"),  # VllmRestartLoop's number of starts
         ('version!~"0\\\\.33(\\\\..*)?"', 'version!~"0\\\\.3.*"'),  # VllmVersionDrift's release

@@ -25,6 +25,7 @@ class Notification:
     receiver: str  # critical (the pager), warning (chat), info, watchdog
     status: str
     alerts: tuple[dict, ...]
+    group_key: str = ""  # Alertmanager's group key: PagerDuty's dedup key for the group
 
     def firing(self, alertname: str, **labels: str) -> bool:
         return any(
@@ -45,7 +46,11 @@ class NotificationRecorder(LoopbackServer):
 
     def _received(self, path: str, payload: dict) -> None:
         note = Notification(
-            time.time(), path.strip("/"), payload.get("status", ""), tuple(payload.get("alerts", []))
+            time.time(),
+            path.strip("/"),
+            payload.get("status", ""),
+            tuple(payload.get("alerts", [])),
+            payload.get("groupKey", ""),
         )
         with self._lock:
             self._records.append(note)

@@ -86,13 +86,14 @@ def _event_time(v: Vocabulary, event: str) -> str:
 def planned(v: Vocabulary) -> str:
     """Servers whose log says they were stopped on purpose (within the grace), or are starting
     again after such a stop, or for the first time. A start after a crash is not planned: the
-    log showed no shutdown since the server was last ready, or an engine death or an
-    out-of-memory did (vLLM logs its own shutdown after those)."""
+    log showed no shutdown since the server was last ready, or an engine death, an
+    out-of-memory (vLLM logs its own shutdown after those) or a failed start did (a rollout the
+    server cannot start with: its restarts between the failures are a crash loop)."""
     target = by(v.targets.target)
     since = select(LOG, "vllm_log_server_state_since_timestamp_seconds", v.exporter)
     grace = int(seconds(v.cfg.alerts.planned_stop_grace))
     ready_at, stopped_at = _event_time(v, "startup_complete"), _event_time(v, "shutdown")
-    died_at = f"max by ({target}) ({select(LOG, 'vllm_log_last_event_timestamp_seconds', v.exporter, event='~engine_dead|oom')})"
+    died_at = f"max by ({target}) ({select(LOG, 'vllm_log_last_event_timestamp_seconds', v.exporter, event='~engine_dead|oom|startup_failed')})"
     return (
         f"(\n  max by ({target}) ({server_state(v, 'stopping|stopped')}) == 1\n"
         f"  and on ({target})\n"

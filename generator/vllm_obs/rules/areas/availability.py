@@ -341,7 +341,8 @@ def _target_down(rules: list[Alert], io: Inputs) -> list[Case]:
 
 def _target_down_lifecycle(rule: Alert, io: Inputs, labels: dict[str, str]) -> list[Case]:
     """What the log says was planned does not warn: a first start, a stop on purpose (until its
-    grace is over) and the start after it. A start after a crash the log did not show does."""
+    grace is over) and the start after it. A start after a crash the log did not show, or after
+    a failed start, does."""
     a = io.cfg.alerts
     span = minutes(rule.for_) + 5
     up = series_text("up", {**io.base, **io.at_target(REPLICA)})
@@ -372,6 +373,21 @@ def _target_down_lifecycle(rule: Alert, io: Inputs, labels: dict[str, str]) -> l
     )
     died.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, labels, 0)])
 
+    # A rollout it cannot start with: stopped on purpose, its start fails (minute 2), and the
+    # orchestrator starts it again (minute 3): a start after a failed start is not planned.
+    looping = Case("VllmTargetDown fires while the server starts again after its start failed")
+    looping.add(up, f"1 0+0x{span}")
+    io.server_state(looping, span, "0 60 120 180", ["ready", "stopping", "failed_start", "starting"])
+    io.event_times(
+        looping,
+        span,
+        startup_complete="30",
+        shutdown="0 60",
+        startup_begin="0 0 90 180",
+        startup_failed="0 0 120",
+    )
+    looping.checks = boundary(rule.name, 2, rule.for_, [Expect(rule, labels, 0)])
+
     grace = minutes(a.planned_stop_grace)
     long = grace + minutes(rule.for_) + 3
     stopped = Case(f"VllmTargetDown stays silent for {a.planned_stop_grace} after a planned stop, then fires")
@@ -382,7 +398,7 @@ def _target_down_lifecycle(rule: Alert, io: Inputs, labels: dict[str, str]) -> l
     stopped.checks = [Check(grace, rule.name, [])] + boundary(
         rule.name, 1 + grace, rule.for_, [Expect(rule, labels, 0)]
     )
-    return [first, restart, crash, died, stopped]
+    return [first, restart, crash, died, looping, stopped]
 
 
 def _absent(rules: list[Alert], io: Inputs) -> list[Case]:

@@ -134,7 +134,10 @@ def recordings(v: Vocabulary) -> list[Recording]:
     if v.cfg.prometheus.log_exporters:
         unready = f"(\n{unready}\n)\nunless on ({target})\n{planned(v)}"
     up = selector("up", v.vllm)
+    # Recorded so that the availability SLO can look back over its rate window for it.
+    planned_now = [Recording(n.restart_planned, planned(v))] if v.cfg.prometheus.log_exporters else []
     return [
+        *planned_now,
         Recording(n.replica_unready, unready),
         Recording(
             n.replica_ready,
@@ -375,6 +378,30 @@ def _lifecycle_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case
     io.event_times(planned, span, startup_complete="30", shutdown="0 60", startup_begin="0 0 120")
     planned.checks = [Check(span - 1, rule.name, [])]
     cases.append(planned)
+
+    # A rollout the server cannot start with: stopped on purpose, then every start fails and
+    # the orchestrator starts it again. A start after a failed start is not planned: it is
+    # `restarting`, not excused as a planned restart between the failures (one cause per
+    # replica: the log's before `down`).
+    looping = Case("VllmModelCapacityLow pages while the only replica starts again after its start failed")
+    replicas(looping, (REPLICA,), {REPLICA: f"1 0+0x{span}"})
+    io.server_state(
+        looping, span, "0 60 120 180 240", ["ready", "stopping", "starting", "failed_start", "starting"]
+    )
+    io.event_times(
+        looping,
+        span,
+        startup_complete="30",
+        shutdown="0 60",
+        startup_begin="0 0 120 120 240",
+        startup_failed="0 0 0 180",
+    )
+    looping.checks = [
+        Check(2, rule.name, []),
+        Check(3, rule.name, [Expect(rule, result(REPLICA, "dead"), 0)]),
+        Check(4, rule.name, [Expect(rule, result(REPLICA, "restarting"), 0)]),
+    ]
+    cases.append(looping)
     return cases + _back_from_a_stop_cases(rule, io, replicas, result, span)
 
 

@@ -18,8 +18,10 @@ GROUP = "vllm-obs.slo-burn"
 RECORDING_GROUP = "vllm-obs.slo"
 
 # The canary's failures that a user's request would have met too (not a probe misconfigured:
-# 4xx, an unusable body, DNS or TLS).
-PROBE_FAILURES_USERS_MEET = "timeout|http_5xx|refused"
+# 4xx, an unusable body, DNS or TLS). A refused connection only where no planned restart explains
+# it: the Service routes no user to a replica stopped or starting on purpose.
+PROBE_FAILURES_USERS_MEET = "timeout|http_5xx"
+PROBE_REFUSED = "refused"
 
 # The alert of each SLO, by the SLO's name.
 ALERTS = {
@@ -50,7 +52,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                         "early. Bad requests: those vLLM finished with an error, 5xx answers of the "
                         "inference handlers (`slo.inference_handlers`), requests admission control "
                         "refused, and the canary's timeouts, 5xx and refused connections, counted as the "
-                        "request a user would have sent; good: requests that finished `stop` or `length` "
+                        "request a user would have sent (a connection refused by a replica whose log "
+                        "showed a planned stop or restart within the rate window is not: no user is "
+                        "routed there); good: requests that finished `stop` or `length` "
                         "(a pooling request finishes `stop`). A client that gave up (`abort`) counts as "
                         "neither. What no counter sees: a request aborted before its first token is "
                         "neither good nor bad, and a server that refuses connections records nothing, "
@@ -226,6 +230,8 @@ def _burn_cases(name: str) -> Builder:
             cases.append(outage)
         if io.cfg.prometheus.probes:
             cases.append(_canary_only(io, slo, rules[0]))
+            if slo.name == "availability":
+                cases += _refused_cases(io, tiers[("1h", "5m")])
         cases += _floor_cases(io, slo, rules, tiers)
         cases += _burst_cases(io, slo, rules, tiers)
         cases += _one_window_cases(io, slo, tiers)
@@ -450,6 +456,40 @@ def _canary_only(io: Inputs, slo: Slo, rule: Alert) -> Case:
     return case
 
 
+def _refused_cases(io: Inputs, fast: Alert) -> list[Case]:
+    """The canary's connections refused while every user request succeeds: a server that
+    refuses connections records nothing, so the canary's refusals are the outage's only trace
+    and they burn; unless the replica's log shows a planned stop and the start after it (the
+    Service routes no user there), where they do not."""
+    users, refused = 600, 60  # a minute; 60 / 660 = 9.1% missed, over 14.4 x 0.1%
+    at = 1 + minutes(fast.for_)
+    log = {
+        "ready": (["ready"], "0", {"startup_complete": "1"}),
+        "planned": (["stopping", "starting"], "0 60", {"startup_complete": "1", "shutdown": "2"}),
+    }
+    if not io.cfg.prometheus.log_exporters:
+        log = {"no log exporter": log["ready"]}
+    cases = []
+    for says, (states, since, events) in log.items():
+        planned = says == "planned"
+        case = Case(
+            f"{fast.name} stays silent on the canary's refused connections while the log shows a planned restart"
+            if planned
+            else f"{fast.name} burns on the canary's refused connections, the only trace of a server "
+            f"that refuses them (log: {says})"
+        )
+        io.outcomes(case, SPAN, users, 0)
+        io.probe(case, SPAN, per_min=refused, failing="refused")
+        if io.cfg.prometheus.log_exporters:
+            io.server_state(case, SPAN, since, states)
+            io.event_times(case, SPAN, **events)
+        expected = [] if planned else [Expect(fast, io.fleet_result(), refused / (users + refused))]
+        case.checks = [Check(at, fast.name, expected)]
+        _stretch(case)
+        cases.append(case)
+    return cases
+
+
 def _events(case: Case, io: Inputs, slo: Slo, per_min: float, bad: float) -> None:
     """`per_min` events a minute of the SLO, `bad` of them bad, as the source counts them."""
     if slo.name == "availability":
@@ -528,11 +568,10 @@ def _windows(slo: Slo) -> list[Recording]:
     return [Recording(slo.miss(window), _miss(slo, window)) for window in SLO_WINDOWS]
 
 
-def _per_model_of_probe(v: Vocabulary, series: str) -> str:
-    """A probe series' rate per model, under the vLLM job (the probe's series carry its own)."""
+def _per_model_of_probe(v: Vocabulary, rates: str) -> str:
+    """Probe series' rates per model, under the vLLM job (the probe's series carry its own)."""
     keep = by((*(label for label, _ in v.targets.partitions), "model_name"))
-    w = SLO_WINDOWS[0]
-    summed = f"sum by ({keep}) (rate({series}[{w}]))"
+    summed = f"sum by ({keep}) ({rates})"
     return f'label_replace({summed}, "job", "{v.cfg.prometheus.vllm_job}", "", "")'
 
 
@@ -545,8 +584,16 @@ def _availability_bad(v: Vocabulary) -> str:
     if v.counts_failures:
         parts.append(f"sum by ({fleet}) ({v.names.requests_failing})")
     if v.cfg.prometheus.probes:
+        w = SLO_WINDOWS[0]
         failed = select(PROBE, "vllm_probe_failures", v.probe, reason=f"~{PROBE_FAILURES_USERS_MEET}")
-        parts.append(_per_model_of_probe(v, failed))
+        refused = f"rate({select(PROBE, 'vllm_probe_failures', v.probe, reason=PROBE_REFUSED)}[{w}])"
+        if v.cfg.prometheus.log_exporters:
+            # Refused while the log showed a planned stop or restart at any time in the window.
+            refused = (
+                f"({refused}\nunless on ({by(v.targets.target)})\n"
+                f"max_over_time({v.names.restart_planned}[{w}]) == 1)"
+            )
+        parts.append(_per_model_of_probe(v, f"rate({failed}[{w}])\nor\n{refused}"))
     if not parts:
         # Nothing can tell a failure: every request this source counts is good.
         return f"sum by ({fleet}) ({v.names.requests_good}) * 0"
@@ -571,8 +618,8 @@ def _latency_events(v: Vocabulary, slo: Slo, availability: Slo) -> list[Recordin
         else:
             within = select(PROBE, "vllm_probe_duration_seconds_count", v.probe)
         answered = select(PROBE, "vllm_probe_duration_seconds_count", v.probe)
-        good = minus(good, _per_model_of_probe(v, within), fleet)
-        observed = minus(observed, _per_model_of_probe(v, answered), fleet)
+        good = minus(good, _per_model_of_probe(v, f"rate({within}[{w}])"), fleet)
+        observed = minus(observed, _per_model_of_probe(v, f"rate({answered}[{w}])"), fleet)
     total = sum_of([observed, availability.bad_rate], fleet)
     return [
         Recording(slo.total_rate, total),
