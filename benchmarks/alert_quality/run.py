@@ -154,6 +154,17 @@ def scrape_from_files(prometheus_yml: Path, files: dict[str, Path]) -> None:
     prometheus_yml.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Prometheus is gone: cancel what the serving loop still holds (connections it kept alive),
+    then close the loop. With nothing left, gather() would make its future on another loop."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.close()
+
+
 def notifications(recorder: NotificationRecorder, sim: Simulation) -> list[Notification]:
     """Every post, its times on the fleet's clock (simulated seconds from the run's start)."""
     out = []
@@ -320,12 +331,7 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
                 **_health(prom, sim, start, factor),
                 "set_up_overran_s": round(max(0.0, late), 1),
             }
-    # Prometheus is gone: close the connections it kept alive before the loop.
-    pending = asyncio.all_tasks(loop)
-    for task in pending:
-        task.cancel()
-    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-    loop.close()
+    _close_loop(loop)
 
     posts = {j.rules: notifications(j.recorder, sim) for j in judges}
     for j in judges:

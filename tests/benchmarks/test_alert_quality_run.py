@@ -6,6 +6,7 @@ fast blurs them by a scrape or two); this proves the pipeline."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.alert_quality.run import _close_loop
 from benchmarks.alert_quality.traces import TRACES, trace_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,3 +108,14 @@ def test_a_bad_option_is_refused_in_one_sentence_and_nothing_is_written(tmp_path
     assert says in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_the_serving_loop_closes_with_or_without_connections_left():
+    """A long run ends with no connection left open: closing its loop must not fail then."""
+    empty = asyncio.new_event_loop()
+    _close_loop(empty)
+    assert empty.is_closed()
+    busy = asyncio.new_event_loop()
+    task = busy.create_task(asyncio.sleep(3600))
+    _close_loop(busy)
+    assert busy.is_closed() and task.cancelled()
