@@ -150,7 +150,8 @@ def scrape_from_files(prometheus_yml: Path, files: dict[str, Path]) -> None:
     for job in data["scrape_configs"]:
         if job["job_name"] in files:
             job.pop("static_configs", None)
-            job["file_sd_configs"] = [{"files": [str(files[job["job_name"]])]}]
+            # Absolute: Prometheus reads a relative path from its configuration file's folder.
+            job["file_sd_configs"] = [{"files": [str(files[job["job_name"]].resolve())]}]
     prometheus_yml.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
@@ -232,7 +233,7 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
     for name in ("prometheus", "prometheus-alertmanager"):
         if shutil.which(name) is None:
             raise BundleError(f"{name} is not installed; `make system-deps` installs it.")
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     if out.exists() and not out.is_dir():
         raise BundleError(f"--out {out} is a file; name a folder for the run's results.")
     fresh = not out.exists()

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from benchmarks.alert_quality.run import _close_loop
+from benchmarks.alert_quality.run import _close_loop, scrape_from_files
 from benchmarks.alert_quality.traces import TRACES, trace_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,3 +120,16 @@ def test_the_serving_loop_closes_with_or_without_connections_left():
     task = busy.create_task(asyncio.sleep(3600))
     _close_loop(busy)
     assert busy.is_closed() and task.cancelled()
+
+
+def test_the_fleets_targets_are_read_from_absolute_paths(tmp_path, monkeypatch):
+    """`make bench-alerts` names a relative output folder; Prometheus would read a relative
+    file_sd path from its configuration file's folder and scrape nothing."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "bundle" / "prometheus" / "prometheus.yml"
+    config.parent.mkdir(parents=True)
+    config.write_text("scrape_configs:\n- job_name: vllm\n  static_configs:\n  - targets: [vllm:8000]\n")
+    scrape_from_files(config, {"vllm": Path("work") / "targets" / "vllm.json"})
+    job = yaml.safe_load(config.read_text())["scrape_configs"][0]
+    assert "static_configs" not in job
+    assert job["file_sd_configs"] == [{"files": [str(tmp_path / "work" / "targets" / "vllm.json")]}]
