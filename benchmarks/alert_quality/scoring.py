@@ -16,9 +16,9 @@ receiver for a notification group that has no page open. Alertmanager sends a gr
 to PagerDuty under one dedup key (the group key), and PagerDuty keeps trigger events with the
 key of an open incident in that incident, so a group's updates and repeats while it fires are
 not new pages; its resolved post closes it. Those updates are counted apart (`page_updates`),
-tickets are every firing post to any other receiver; resolved posts are not notifications. Over the healthy time (no incident window, or a window
-whose incident must not notify), model by model: pages and tickets, and pages per day of 100
-replicas.
+tickets are every firing post to any other receiver; resolved posts are not notifications.
+Over the healthy time (no incident window, or a window whose incident must not notify), model
+by model: pages and tickets, and pages per day of 100 replicas.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ class IncidentScore:
     id: str
     kind: str
     expect: str
-    pages: int = 0  # pages opened on the pager (a group's first firing post, or its first after resolving)
+    # Pages opened on the pager: a group's first firing post, or its first after resolving.
+    pages: int = 0
     page_updates: int = 0  # firing posts to the pager for a group whose page is open
     tickets: int = 0
     time_to_page: float | None = None  # seconds from the incident's start to its first page
