@@ -506,7 +506,6 @@ local values = import '../lib/values.libsonnet';
               'job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests,
-            'for': '2m',
             labels: {
               severity: 'critical',
               long: '1h',
@@ -590,7 +589,6 @@ local values = import '../lib/values.libsonnet';
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests,
-            'for': '2m',
             labels: {
               severity: 'critical',
               long: '1h',
@@ -674,7 +672,6 @@ local values = import '../lib/values.libsonnet';
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests,
-            'for': '2m',
             labels: {
               severity: 'critical',
               long: '1h',
