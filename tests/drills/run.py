@@ -742,11 +742,12 @@ class Drill:
             time.sleep(5)
             part.end = time.time()
             log = a.server.log_path.read_bytes()
+            allocator_failed = ALLOCATION_FAILURE.search(log) is not None
             part.check(
                 "the log shows torch's CPU allocator failing",
-                ALLOCATION_FAILURE.search(log) is not None,
+                allocator_failed,
                 "DefaultCPUAllocator: can't allocate memory"
-                if ALLOCATION_FAILURE.search(log)
+                if allocator_failed
                 else f"no allocation failure in the log ({worker_failure(log)})",
             )
         judge = Judge(self.stack, part)
