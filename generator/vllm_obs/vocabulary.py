@@ -229,6 +229,9 @@ class Names:
         self.replica_unready = gauge(level, "vllm_replica_unready", "cause")
         self.replicas_ready = gauge("job_model", "vllm_replicas_ready", "count")
         self.replicas_discovered = gauge("job_model", "vllm_replicas_discovered", "count")
+        # A model's ready count, recorded only while the capacity page fires for it (below its
+        # floor, a replica not ready): the SLO pages look back over it (slo_burn's hold).
+        self.replicas_below_floor = gauge("job_model", "vllm_replicas_ready", "below_floor")
         # 1 while a server's log shows a planned stop or the start after it (rules.expressions.planned).
         self.restart_planned = gauge("instance", "vllm_restart_planned", "bool")
         # Engine features (recorded only where the source exposes them).

@@ -303,11 +303,7 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmModelCapacityLow',
             expr:
-              '(\n' +
-              'job_model:vllm_replicas_ready:count < ' + v.minReadyReplicas + '\n' +
-              'or\n' +
-              'job_model:vllm_replicas_ready:count < ' + v.capacityFraction + ' * job_model:vllm_replicas_discovered:count\n' +
-              ')\n' +
+              'job_model:vllm_replicas_ready:below_floor\n' +
               '* on (' + v.clusterBy + 'job, model_name) group_right ()\n' +
               '(job_instance_model:vllm_replica_unready:cause * 0 + 1)',
             labels: {
@@ -505,7 +501,9 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests,
+              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
+              'unless on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[5m])',
             labels: {
               severity: 'critical',
               long: '1h',
@@ -525,7 +523,9 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests,
+              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
+              'unless on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[35m])',
             'for': '15m',
             labels: {
               severity: 'critical',
@@ -588,7 +588,9 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests,
+              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
+              'unless on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[5m])',
             labels: {
               severity: 'critical',
               long: '1h',
@@ -608,7 +610,9 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests,
+              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
+              'unless on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[35m])',
             'for': '15m',
             labels: {
               severity: 'critical',
@@ -671,7 +675,9 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests,
+              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
+              'unless on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[5m])',
             labels: {
               severity: 'critical',
               long: '1h',
@@ -691,7 +697,9 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests,
+              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
+              'unless on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[35m])',
             'for': '15m',
             labels: {
               severity: 'critical',

@@ -497,6 +497,17 @@ local values = import '../lib/values.libsonnet';
             record: 'job_model:vllm_replicas_discovered:count',
             expr: 'count by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_served_model:last1h and on (' + v.clusterBy + 'job, instance) up{' + v.vllmSelector + '})',
           },
+          {
+            record: 'job_model:vllm_replicas_ready:below_floor',
+            expr:
+              '(\n' +
+              'job_model:vllm_replicas_ready:count < ' + v.minReadyReplicas + '\n' +
+              'or\n' +
+              'job_model:vllm_replicas_ready:count < ' + v.capacityFraction + ' * job_model:vllm_replicas_discovered:count\n' +
+              ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'count by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_replica_unready:cause)',
+          },
         ],
       },
       {

@@ -64,7 +64,8 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "`alerts.target_down_for`, or gone). Replicas stopped or restarted on purpose (the "
                     "log shows the stop) count as ready; one replica lost out of four is a ticket (its "
                     "own warning), not a page. This page silences that replica's warnings, the same "
-                    "model's per-replica warnings and its SLO pages: it is the incident."
+                    "model's per-replica warnings and its SLO pages, which stay held until the "
+                    "outage's misses have left their short windows: it is the incident."
                 ),
                 confirm=[
                     "Ready and discovered per model: `{replicas_ready}`, `{replicas_discovered}`",
@@ -149,6 +150,12 @@ def recordings(v: Vocabulary) -> list[Recording]:
             n.replicas_discovered,
             f"count by ({fleet}) ({n.served_model} and on ({by(v.scope.instance)}) {up})",
         ),
+        # The page's condition per model: below its floor, and a replica not ready (a model
+        # smaller than the floor with every replica ready is not paged, nor held).
+        Recording(
+            n.replicas_below_floor,
+            f"(\n{_below_floor(v)}\n)\nand on ({fleet})\ncount by ({fleet}) ({n.replica_unready})",
+        ),
     ]
 
 
@@ -230,7 +237,7 @@ def _capacity_rule(v: Vocabulary) -> list[Alert]:
         Alert(
             name="VllmModelCapacityLow",
             # One alert per replica that is not ready, its value the model's ready replicas.
-            expr=(f"(\n{_below_floor(v)}\n)\n* on ({fleet}) group_right ()\n({n.replica_unready} * 0 + 1)"),
+            expr=f"{n.replicas_below_floor}\n* on ({fleet}) group_right ()\n({n.replica_unready} * 0 + 1)",
             severity="critical",
             summary="A vLLM model has lost serving capacity.",
             description=(

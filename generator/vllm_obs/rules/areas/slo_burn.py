@@ -7,12 +7,12 @@ import re
 
 from ...exporter_series import PROBE, select
 from ...promql import bucket_text, le_matcher, number, seconds, selector
-from ...vocabulary import BURN_TIERS, SLO_WINDOWS, Slo, Vocabulary, by, requests_in
+from ...vocabulary import BURN_TIERS, SLO_WINDOWS, BurnTier, Slo, Vocabulary, by, requests_in
 from ..declaration import Declared, Inhibition
 from ..expressions import check_bucket_bound, minus, percent, sum_of
 from ..model import Alert, Group, Recording
 from ..runbook_kit import Section
-from ..scenario_kit import Builder, Case, Check, Expect, Inputs, QueryCheck, minutes, series_text
+from ..scenario_kit import REPLICA, Builder, Case, Check, Expect, Inputs, QueryCheck, minutes, series_text
 
 GROUP = "vllm-obs.slo-burn"
 RECORDING_GROUP = "vllm-obs.slo"
@@ -60,7 +60,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                         "neither good nor bad, and a server that refuses connections records nothing, "
                         "which is why the canary's failures count. `long`/`short` name the two windows "
                         "that both burn; 1h/5m and 6h/30m page, 1d/2h and 3d/6h warn. A window judges "
-                        "only once it saw `slo.min_requests` requests."
+                        "only once it saw `slo.min_requests` requests. " + _held()
                     ),
                     confirm=[
                         "Miss ratio per window: `{availability_burn}`",
@@ -100,7 +100,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                         "token), so an outage keeps this burning instead of going quiet; the canary's "
                         "own requests count not at all. Multi-window, multi-burn-rate: `long`/`short` "
                         "name the two windows that both burn; 1h/5m and 6h/30m page, 1d/2h and 3d/6h "
-                        "warn. An availability page of the same model silences it."
+                        "warn. An availability page of the same model silences it. " + _held()
                     ),
                     confirm=[
                         "Miss ratio per window: `{ttft_burn}`",
@@ -126,7 +126,8 @@ def declarations(v: Vocabulary) -> list[Declared]:
                         "tokens must arrive within the threshold of the previous one (vLLM's "
                         "`inter_token_latency_seconds` histogram observes every gap between two tokens, "
                         "so this SLI weighs tokens, not requests). A failed request counts as one missed "
-                        "gap, so an outage keeps it burning. `long`/`short` name the burning windows."
+                        "gap, so an outage keeps it burning. `long`/`short` name the burning windows. "
+                        + _held()
                     ),
                     confirm=["Miss ratio per window: `{itl_burn}`", "Per replica: `{itl_p95}`"],
                     act=["Find the slow replicas and follow VllmHighTimePerOutputToken."],
@@ -163,6 +164,7 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
                     f"and on ({fleet})\n{slo.miss(tier.short)} > {limit}\n"
                     # Too few requests to judge: one slow request on a quiet model pages nobody.
                     f"and on ({fleet})\n{requests_in(tier.long)} >= {number(v.cfg.slo.min_requests)}"
+                    + (_capacity_hold(v, tier) if tier.severity == "critical" else "")
                 ),
                 for_=tier.for_,
                 severity=tier.severity,
@@ -177,6 +179,35 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
             )
         )
     return out
+
+
+def capacity_hold(tier: BurnTier) -> str:
+    """How long a paging tier is held after its model's capacity page: what its short window
+    reads, the window and, past the shortest, the rate window its recorded ratios look back."""
+    reach = seconds(tier.short) + (0 if tier.short == SLO_WINDOWS[0] else seconds(SLO_WINDOWS[0]))
+    return f"{int(reach // 60)}m"
+
+
+def _held() -> str:
+    """The runbooks' word on the capacity hold."""
+    holds = ", ".join(
+        f"{capacity_hold(t)} for {t.long}/{t.short}" for t in BURN_TIERS if t.severity == "critical"
+    )
+    return (
+        "The paging tiers do not fire while the model's capacity page (VllmModelCapacityLow) does, "
+        f"nor until the misses of that outage have left their short window ({holds} after it): "
+        "the capacity page is the incident."
+    )
+
+
+def _capacity_hold(v: Vocabulary, tier: BurnTier) -> str:
+    """One incident, one page: while a model is below its capacity floor, and until the misses
+    of that outage have left this tier's short window, the capacity page is the incident and
+    this tier does not fire. Held by the rule, not by an inhibition (which ends with its source):
+    the burn an outage leaves behind would keep the model's page group open, and the model's
+    next capacity loss would only update that page instead of paging."""
+    fleet = by(v.targets.fleet_model)
+    return f"\nunless on ({fleet})\ncount_over_time({v.names.replicas_below_floor}[{capacity_hold(tier)}])"
 
 
 # -- promtool scenarios --------------------------------------------------------------------
@@ -235,9 +266,67 @@ def _burn_cases(name: str) -> Builder:
         cases += _floor_cases(io, slo, rules, tiers)
         cases += _burst_cases(io, slo, rules, tiers)
         cases += _one_window_cases(io, slo, tiers)
+        for case in cases:
+            _scraped(case, io)
+        cases += _capacity_hold_cases(io, slo, rules, tiers)
         return cases
 
     return build
+
+
+def _scraped(case: Case, io: Inputs, back: int = 0) -> None:
+    """The replica answers its scrapes (from minute `back`): its model has its capacity, or the
+    paging tiers would be held for the capacity page."""
+    history = f"1+0x{case.samples}" if not back else f"0x{back - 1} 1+0x{case.samples - back}"
+    case.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), history)
+
+
+# A capacity page's outage, in capacity-hold cases: the model's only replica is not scraped for
+# its first minutes while every request misses, and misses go on after it is back.
+CAPACITY_BACK = 12
+
+
+def _capacity_hold_cases(
+    io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]
+) -> list[Case]:
+    """A paging tier stays silent while its model's capacity page fires and until what its short
+    window reads has passed since; then, misses still going on, it fires. Judged at the minute it
+    fires and the one before, from the hold's length and the tier's `for`: a hold a minute too
+    long or too short, on the wrong tier, or missing fails one of the two."""
+    p = io.cfg.paging
+    if p.min_ready_replicas < 1 and p.capacity_fraction <= 0:
+        return []  # no capacity page in this bundle: nothing holds a tier
+    budget = 1 - slo.objective
+    fires = {
+        tier: 1 + minutes(rule.for_)
+        if rule.severity != "critical"
+        else CAPACITY_BACK + minutes(capacity_hold(_tier(tier))) + minutes(rule.for_)
+        for tier, rule in tiers.items()
+        if _tier(tier).factor * budget < 1
+    }
+    cases = []
+    for tier, rule in tiers.items():
+        if rule.severity != "critical" or tier not in fires:
+            continue
+        case = Case(
+            f"{rule.name}: the {tier[0]}/{tier[1]} tier is held while its model's capacity page fires, "
+            f"and for {capacity_hold(_tier(tier))} after it, then fires on misses that go on"
+        )
+        _events(case, io, slo, PER_MIN, PER_MIN)
+        case.checks = [
+            Check(
+                m, rule.name, [Expect(tiers[t], io.fleet_result(), 1.0) for t, at in fires.items() if at <= m]
+            )
+            for m in (fires[tier] - 1, fires[tier])
+        ]
+        _stretch(case)
+        _scraped(case, io, back=CAPACITY_BACK)
+        cases.append(case)
+    return cases
+
+
+def _tier(tier: tuple[str, str]) -> BurnTier:
+    return next(t for t in BURN_TIERS if (t.long, t.short) == tier)
 
 
 # A burst of misses that stops, per paging tier: (minute it stops, minute judged after it). The
