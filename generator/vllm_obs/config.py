@@ -339,6 +339,13 @@ class AlertmanagerSection:
     )
     group_wait: str = knob("30s", "wait before the first notification of a new group")
     group_interval: str = knob("5m", "wait before notifying about new alerts in a group")
+    page_group_interval: str = knob(
+        "30s",
+        "wait before notifying a model's page group again, as short as group_wait: Prometheus re-sends "
+        "a resolved alert for 15 minutes, which keeps the group alive, and a next loss of capacity "
+        "in that time joins it and waits for this instead of group_wait; PagerDuty files a group's "
+        "updates in the incident it opened",
+    )
     repeat_interval: str = knob("4h", "re-send a still-firing alert this often")
     watchdog_repeat_interval: str = knob(
         "1m", "how often the Watchdog heartbeat is re-sent; the switch expects it"
