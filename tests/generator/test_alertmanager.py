@@ -457,3 +457,35 @@ def test_the_burn_a_capacity_page_leaves_behind_is_the_same_pagerduty_incident(t
     [update] = saying(posted, "m burns its budget")
     assert update["event_action"] == "trigger"
     assert update["dedup_key"] == page_m["dedup_key"] != page_n["dedup_key"]
+
+
+def test_a_model_s_next_outage_pages_soon_while_its_resolved_page_group_lives_on(tmp_path):
+    """A model's page resolves; Prometheus goes on re-sending the resolved alert (for 15 minutes),
+    which keeps the page's group alive in Alertmanager. The model's next loss of capacity joins
+    that group: it is posted after the page group's own interval (2 s here), not the tickets'
+    group_interval (1 minute here, which would miss the deadline), and PagerDuty opens a new
+    incident under the group's dedup key, its last one resolved."""
+    first = alert(
+        "cap-0", "VllmModelCapacityLow", "critical", instance="vllm-0:8000", model_name="m", cause="dead"
+    )
+    again = alert(
+        "cap-1", "VllmModelCapacityLow", "critical", instance="vllm-1:8000", model_name="m", cause="dead"
+    )
+    knobs = {"group_wait": "1s", "group_interval": "1m", "page_group_interval": "2s"}
+    with pagerduty_pager(tmp_path, **knobs) as (am, events):
+        am.post_alerts([first])
+        [page] = wait_for_events(events, 1)
+        resolved = {**first, "endsAt": datetime.now(UTC).isoformat()}
+        am.post_alerts([resolved])
+        wait_for_events(events, 2)
+        am.post_alerts([resolved, again])
+        deadline = time.monotonic() + 20
+        while len(enqueued(events)) < 3 and time.monotonic() < deadline:
+            am.post_alerts([resolved])  # as Prometheus re-sends it
+            time.sleep(0.5)
+        posted = enqueued(events)
+    assert [e["event_action"] for e in posted[:2]] == ["trigger", "resolve"]
+    assert len(posted) == 3, [e["event_action"] for e in posted]
+    assert posted[2]["event_action"] == "trigger"
+    assert posted[2]["dedup_key"] == page["dedup_key"]
+    assert posted[2]["payload"]["custom_details"]["firing"] == "1"
