@@ -303,7 +303,11 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmModelCapacityLow',
             expr:
-              'job_model:vllm_replicas_ready:below_floor\n' +
+              '(\n' +
+              'job_model:vllm_replicas_ready:count < ' + v.minReadyReplicas + '\n' +
+              'or\n' +
+              'job_model:vllm_replicas_ready:count < ' + v.capacityFraction + ' * job_model:vllm_replicas_discovered:count\n' +
+              ')\n' +
               '* on (' + v.clusterBy + 'job, model_name) group_right ()\n' +
               '(job_instance_model:vllm_replica_unready:cause * 0 + 1)',
             labels: {

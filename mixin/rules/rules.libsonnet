@@ -411,23 +411,7 @@ local values = import '../lib/values.libsonnet';
               'label_replace(\n' +
               '  job_instance_model:vllm_served_model:last1h\n' +
               '* on (' + v.clusterBy + 'instance) group_left ()\n' +
-              '(max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1\n' +
-              'unless on (' + v.clusterBy + 'instance)\n' +
-              '(\n' +
-              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"stopping|stopped"}) == 1\n' +
-              '  and on (' + v.clusterBy + 'instance)\n' +
-              '  time() - max by (' + v.clusterBy + 'instance) (vllm_log_server_state_since_timestamp_seconds{' + v.logExporterSelector + '}) < ' + v.plannedStopGraceSeconds + '\n' +
-              '  or\n' +
-              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1\n' +
-              '  and on (' + v.clusterBy + 'instance)\n' +
-              '  (\n' +
-              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="shutdown"}) > on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
-              '    and on (' + v.clusterBy + 'instance)\n' +
-              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom|startup_failed"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
-              '    or\n' +
-              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"}) == 0\n' +
-              '  )\n' +
-              ')),\n' +
+              '(max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1),\n' +
               '  "cause", "restarting", "", ""\n' +
               ')\n' +
               'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
@@ -466,21 +450,7 @@ local values = import '../lib/values.libsonnet';
               ')\n' +
               ')\n' +
               'unless on (' + v.clusterBy + 'instance)\n' +
-              '(\n' +
-              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"stopping|stopped"}) == 1\n' +
-              '  and on (' + v.clusterBy + 'instance)\n' +
-              '  time() - max by (' + v.clusterBy + 'instance) (vllm_log_server_state_since_timestamp_seconds{' + v.logExporterSelector + '}) < ' + v.plannedStopGraceSeconds + '\n' +
-              '  or\n' +
-              '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1\n' +
-              '  and on (' + v.clusterBy + 'instance)\n' +
-              '  (\n' +
-              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="shutdown"}) > on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
-              '    and on (' + v.clusterBy + 'instance)\n' +
-              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event=~"engine_dead|oom|startup_failed"}) < on (' + v.clusterBy + 'instance) max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"})\n' +
-              '    or\n' +
-              '    max by (' + v.clusterBy + 'instance) (vllm_log_last_event_timestamp_seconds{' + v.logExporterSelector + ', event="startup_complete"}) == 0\n' +
-              '  )\n' +
-              ')',
+              'instance:vllm_restart_planned:bool',
           },
           {
             record: 'job_instance_model:vllm_replica_ready:bool',

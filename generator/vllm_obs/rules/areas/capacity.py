@@ -119,13 +119,10 @@ def recordings(v: Vocabulary) -> list[Recording]:
         causes[:0] = [
             ("out_of_memory", _replicas_where(v, _out_of_memory(v))),
             ("dead", _replicas_where(v, f"max by ({target}) ({server_state(v, 'dead|failed_start')}) == 1")),
+            # Starting again: a planned start is no cause (the `unless` below takes it out).
             (
                 "restarting",
-                _replicas_where(
-                    v,
-                    f"max by ({target}) ({server_state(v, 'starting|loading')}) == 1\n"
-                    f"unless on ({target})\n{planned(v)}",
-                ),
+                _replicas_where(v, f"max by ({target}) ({server_state(v, 'starting|loading')}) == 1"),
             ),
         ]
     # The first cause that holds names it; a replica stopped or restarted on purpose is none.
@@ -133,7 +130,8 @@ def recordings(v: Vocabulary) -> list[Recording]:
         f'label_replace(\n  {expr},\n  "cause", "{cause}", "", ""\n)' for cause, expr in causes
     )
     if v.cfg.prometheus.log_exporters:
-        unready = f"(\n{unready}\n)\nunless on ({target})\n{planned(v)}"
+        # Read from its recording, the rule before this one in the group: this evaluation's value.
+        unready = f"(\n{unready}\n)\nunless on ({target})\n{n.restart_planned}"
     up = selector("up", v.vllm)
     # Recorded so that the availability SLO can look back over its rate window for it.
     planned_now = [Recording(n.restart_planned, planned(v))] if v.cfg.prometheus.log_exporters else []
@@ -237,7 +235,9 @@ def _capacity_rule(v: Vocabulary) -> list[Alert]:
         Alert(
             name="VllmModelCapacityLow",
             # One alert per replica that is not ready, its value the model's ready replicas.
-            expr=f"{n.replicas_below_floor}\n* on ({fleet}) group_right ()\n({n.replica_unready} * 0 + 1)",
+            # The floor is written out here, not read from its recording: it is the page's
+            # threshold, which the mutation tests change to prove its promtool cases pin it.
+            expr=(f"(\n{_below_floor(v)}\n)\n* on ({fleet}) group_right ()\n({n.replica_unready} * 0 + 1)"),
             severity="critical",
             summary="A vLLM model has lost serving capacity.",
             description=(
