@@ -300,9 +300,9 @@ def _capacity_hold_cases(
     fires = {
         tier: 1 + minutes(rule.for_)
         if rule.severity != "critical"
-        else CAPACITY_BACK + minutes(capacity_hold(_tier(tier))) + minutes(rule.for_)
+        else CAPACITY_BACK + minutes(capacity_hold(TIER_OF[tier])) + minutes(rule.for_)
         for tier, rule in tiers.items()
-        if _tier(tier).factor * budget < 1
+        if TIER_OF[tier].factor * budget < 1
     }
     cases = []
     for tier, rule in tiers.items():
@@ -310,7 +310,7 @@ def _capacity_hold_cases(
             continue
         case = Case(
             f"{rule.name}: the {tier[0]}/{tier[1]} tier is held while its model's capacity page fires, "
-            f"and for {capacity_hold(_tier(tier))} after it, then fires on misses that go on"
+            f"and for {capacity_hold(TIER_OF[tier])} after it, then fires on misses that go on"
         )
         _events(case, io, slo, PER_MIN, PER_MIN)
         case.checks = [
@@ -325,8 +325,8 @@ def _capacity_hold_cases(
     return cases
 
 
-def _tier(tier: tuple[str, str]) -> BurnTier:
-    return next(t for t in BURN_TIERS if (t.long, t.short) == tier)
+# Each burn tier by its (long, short) windows, as the alerts label it.
+TIER_OF = {(t.long, t.short): t for t in BURN_TIERS}
 
 
 # A burst of misses that stops, per paging tier: (minute it stops, minute judged after it). The
