@@ -174,6 +174,11 @@
     // (scrape targets that served it within the last hour); 0 turns it off (vllm-obs.yml
     // paging.capacity_fraction)
     capacityFraction: 0.5,
+    // a model's capacity page stays open this long after its replicas are ready again
+    // (keep_firing_for), and its SLO burn pages stay held this long past their short window: a
+    // replica that fails again within it, and the misses of the backlog the model drains meanwhile,
+    // are the same outage (vllm-obs.yml paging.recovery_for)
+    recoveryFor: '10m',
 
     // Links and dashboards.
     // each alert's runbook_url: %s is the alert name in lower case (the section's anchor)

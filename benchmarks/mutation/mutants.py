@@ -1,7 +1,7 @@
 """The mutants of one alerting rule: each a small, plausible mistake in it.
 
 - each comparison threshold x1.5 and x0.67 (0 and 1 become 0.5: scaling them says nothing);
-- the rule's `for` halved and doubled;
+- the rule's `for` and `keep_firing_for` halved and doubled;
 - each operand of each `and` / `unless` dropped;
 - each range window halved (a subquery's range too, not its step).
 
@@ -65,11 +65,12 @@ def mutants_of(rule: dict) -> list[Mutant]:
                 f"{op} {m.group(3)} -> {op} {text} (at {_where(expr, m.start())})",
                 expr[: m.start(3)] + text + expr[m.end(3) :],
             )
-    if rule.get("for"):
-        held = seconds(rule["for"])
-        for factor, word in ((0.5, "halved"), (2, "doubled")):
-            new_for = _duration(held * factor)
-            add("for", f"for {rule['for']} -> {new_for} ({word})", **{"for": new_for})
+    for field in ("for", "keep_firing_for"):
+        if rule.get(field):
+            held = seconds(rule[field])
+            for factor, word in ((0.5, "halved"), (2, "doubled")):
+                new = _duration(held * factor)
+                add(field, f"{field} {rule[field]} -> {new} ({word})", **{field: new})
     for start, end, what in _operand_spans(mask):
         add("operand", f"drop {what} (at {_where(expr, start)})", _tidy(expr[:start] + expr[end:]))
     for m in _RANGE.finditer(mask):

@@ -52,7 +52,7 @@ def markdown(results: list[Result], seconds: float, workers: int) -> str:
         "# Mutation testing of the alert rules",
         "",
         "Each alerting rule of a bundle is mutated one small mistake at a time (each comparison",
-        "threshold x1.5 and x0.67, 0 and 1 to 0.5; `for` halved and doubled; each operand of each",
+        "threshold x1.5 and x0.67, 0 and 1 to 0.5; `for` and `keep_firing_for` halved and doubled; each operand of each",
         "`and` / `unless` dropped; each range window halved) and the bundle's own promtool tests that",
         "name the alert (or read its state) are run against it, the short cases first. An equality",
         "(`== 79`, an XID code; `== 0`, a target down) is a match, not a threshold, and is not mutated.",

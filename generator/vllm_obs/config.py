@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from .errors import BundleError
-from .promql import equality_labels
+from .promql import equality_labels, seconds
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 
@@ -251,6 +251,13 @@ class PagingSection:
         0.5,
         "a model also pages when its ready replicas fall below this share of its discovered "
         "replicas (scrape targets that served it within the last hour); 0 turns it off",
+    )
+    recovery_for: str = knob(
+        "10m",
+        "a model's capacity page stays open this long after its replicas are ready again "
+        "(keep_firing_for), and its SLO burn pages stay held this long past their short window: "
+        "a replica that fails again within it, and the misses of the backlog the model drains "
+        "meanwhile, are the same outage",
     )
 
 
@@ -659,6 +666,8 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
     if isinstance(obj, PagingSection):
         if not 0 <= obj.capacity_fraction <= 1:
             raise BundleError(f"config key '{prefix}.capacity_fraction' in {source} must be between 0 and 1.")
+        if not seconds(obj.recovery_for) > 0:
+            raise BundleError(f"config key '{prefix}.recovery_for' in {source} must be longer than 0s, like 10m.")
         if obj.min_ready_replicas != int(obj.min_ready_replicas):
             raise BundleError(f"config key '{prefix}.min_ready_replicas' in {source} must be a whole number.")
     if isinstance(obj, SloSection):

@@ -310,6 +310,7 @@ local values = import '../lib/values.libsonnet';
               ')\n' +
               '* on (' + v.clusterBy + 'job, model_name) group_right ()\n' +
               '(job_instance_model:vllm_replica_unready:cause * 0 + 1)',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
             },
@@ -507,7 +508,11 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[5m])',
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m])\n' +
+              '  or\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
+              ')',
             labels: {
               severity: 'critical',
               long: '1h',
@@ -529,7 +534,11 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[35m])',
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +
+              '  or\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
+              ')',
             'for': '15m',
             labels: {
               severity: 'critical',
@@ -594,7 +603,11 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[5m])',
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m])\n' +
+              '  or\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
+              ')',
             labels: {
               severity: 'critical',
               long: '1h',
@@ -616,7 +629,11 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[35m])',
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +
+              '  or\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
+              ')',
             'for': '15m',
             labels: {
               severity: 'critical',
@@ -681,7 +698,11 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[5m])',
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m])\n' +
+              '  or\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
+              ')',
             labels: {
               severity: 'critical',
               long: '1h',
@@ -703,7 +724,11 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[35m])',
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +
+              '  or\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
+              ')',
             'for': '15m',
             labels: {
               severity: 'critical',

@@ -73,6 +73,7 @@ function(c)
   local sloMinRequests = f.number(c.sloMinRequests);
   local minReadyReplicas = f.number(c.minReadyReplicas);
   local capacityFraction = f.number(c.capacityFraction);
+  local recoveryFor = c.recoveryFor;
   local vllmSelector = c.vllmSelector;
   local vllmJobRegex = f.regexLiteral(c.vllmJob);
   local vllmJob = c.vllmJob;
@@ -166,6 +167,7 @@ function(c)
   sloMinRequests: sloMinRequests,
   minReadyReplicas: minReadyReplicas,
   capacityFraction: capacityFraction,
+  recoveryFor: recoveryFor,
   vllmSelector: vllmSelector,
   vllmJobRegex: vllmJobRegex,
   vllmJob: vllmJob,

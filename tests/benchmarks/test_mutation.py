@@ -48,6 +48,14 @@ def test_for_is_halved_and_doubled():
     assert sorted(m.rule["for"] for m in mutants_of(RULE) if m.kind == "for") == ["20m", "5m"]
 
 
+def test_keep_firing_for_is_halved_and_doubled_and_only_when_written():
+    kept = {**RULE, "keep_firing_for": "10m"}
+    mutants = [m for m in mutants_of(kept) if m.kind == "keep_firing_for"]
+    assert sorted(m.rule["keep_firing_for"] for m in mutants) == ["20m", "5m"]
+    assert all(m.rule["for"] == "10m" for m in mutants)
+    assert not [m for m in mutants_of(RULE) if m.kind == "keep_firing_for"]
+
+
 def test_each_operand_of_and_and_unless_is_dropped_with_its_modifier():
     dropped = sorted(expressions("operand").values())
     assert len(dropped) == 4

@@ -175,6 +175,24 @@ def test_stale_rules_are_reported(tmp_path):
     assert f"the expression of {rule['alert']} (rule 1) differs" in stale[0]["message"]
 
 
+def test_a_stale_keep_firing_for_is_reported(tmp_path):
+    """The bundle on disk keeps the capacity page open longer (paging.recovery_for); Prometheus
+    still runs the old rules, with the same expression."""
+    with stand_in_stack(tmp_path) as stack:
+        path = stack.bundle / "alerts" / "vllm-alerts.rules.yml"
+        data = yaml.safe_load(path.read_text())
+        (group, index, rule) = next(
+            (g, i, r) for g in data["groups"] for i, r in enumerate(g["rules"]) if r.get("keep_firing_for")
+        )
+        rule["keep_firing_for"] = "1h"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        run = stack.doctor()
+    assert_consistent(run)
+    stale = [c for c in fails(run, "rules") if "stale" in c["message"]]
+    assert [c["subject"] for c in stale] == [group["name"]]
+    assert f"the `keep_firing_for` of {rule['alert']} (rule {index + 1}) differs" in stale[0]["message"]
+
+
 def test_no_alertmanager_configured(tmp_path):
     with stand_in_stack(tmp_path, alerting=False) as stack:  # nothing sends the Watchdog: no wait
         run = stack.doctor()

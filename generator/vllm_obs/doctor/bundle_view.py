@@ -57,6 +57,7 @@ class Rule:
     expr: str
     for_: str
     labels: dict[str, str]
+    keep_firing_for: str = ""
 
 
 @dataclass(frozen=True)
@@ -394,6 +395,7 @@ def _rule_groups(root: Path, relative: str) -> list[RuleGroup]:
                 name=r.get("record") or r.get("alert"),
                 expr=str(r["expr"]),
                 for_=str(r.get("for", "")),
+                keep_firing_for=str(r.get("keep_firing_for", "")),
                 labels={str(k): str(v) for k, v in (r.get("labels") or {}).items()},
             )
             for r in group.get("rules") or []

@@ -103,7 +103,8 @@ def value_knobs() -> list[Knob]:
         out.append(Knob(camel(key), "slo", key, "objective", _doc(SloSection, key)))
     out.append(Knob("sloMinRequests", "slo", "min_requests", "number", _doc(SloSection, "min_requests")))
     for f in dataclasses.fields(PagingSection):
-        out.append(Knob(camel(f.name), "paging", f.name, "number", f.metadata["doc"]))
+        kind = "number" if f.type in (float, "float") else "duration"
+        out.append(Knob(camel(f.name), "paging", f.name, kind, f.metadata["doc"]))
     for f in dataclasses.fields(GpuSection):
         if f.name in GPU_KNOBS:
             kind = "number" if f.type in (float, "float") else "duration"

@@ -20,6 +20,7 @@ class Alert:
     description: str
     dashboard: str  # key of the dashboard its link opens
     for_: str | None = None
+    keep_firing_for: str | None = None  # how long it stays firing once its condition ends
     labels: dict[str, str] = field(default_factory=dict)
     threshold: float | None = None  # the number the expression compares against, for the tests
     panel: str | None = None  # title of the panel its link opens; set from its declaration

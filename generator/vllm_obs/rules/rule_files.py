@@ -28,6 +28,8 @@ def _rule(rule: Recording | Alert, v: Vocabulary) -> dict[str, Any]:
     out: dict[str, Any] = {"alert": rule.name, "expr": rule.expr}
     if rule.for_:
         out["for"] = rule.for_
+    if rule.keep_firing_for:
+        out["keep_firing_for"] = rule.keep_firing_for
     out["labels"] = alert_labels(rule)
     out["annotations"] = alert_annotations(rule, v)
     return out

@@ -163,6 +163,9 @@ def _difference(group: RuleGroup, live_rules: list[dict]) -> str:
         if mine.kind == "alert":
             if float(theirs.get("duration") or 0) != (seconds(mine.for_) if mine.for_ else 0):
                 return f"the `for` of {mine.name} (rule {index + 1}) differs"
+            kept = seconds(mine.keep_firing_for) if mine.keep_firing_for else 0
+            if float(theirs.get("keepFiringFor") or 0) != kept:
+                return f"the `keep_firing_for` of {mine.name} (rule {index + 1}) differs"
             if (theirs.get("labels") or {}) != mine.labels:
                 return f"the labels of {mine.name} (rule {index + 1}) differ"
     return ""

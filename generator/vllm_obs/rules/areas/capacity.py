@@ -12,7 +12,8 @@ log says it became ready since Prometheus last tried to scrape it). A replica st
 restarted on purpose, as its log tells, counts as ready. The model pages when fewer than
 `paging.min_ready_replicas` are ready, or fewer than `paging.capacity_fraction` of the replicas
 still discovered; the page has one alert per replica that is not ready, grouped into one
-notification per model that names each one and why.
+notification per model that names each one and why, and stays open `paging.recovery_for` after
+the replicas are back.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 "alerts.target_down_for",
                 "alerts.hung_for",
                 "alerts.log_event_window",
+                "paging.recovery_for",
             ),
             build=_capacity_rule,
             needs=(),
@@ -63,9 +65,12 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "`/health` answers and no token comes out), `down` (not scraped for "
                     "`alerts.target_down_for`, or gone). Replicas stopped or restarted on purpose (the "
                     "log shows the stop) count as ready; one replica lost out of four is a ticket (its "
-                    "own warning), not a page. This page silences that replica's warnings, the same "
-                    "model's per-replica warnings and its SLO pages, which stay held until the "
-                    "outage's misses have left their short windows: it is the incident."
+                    "own warning), not a page. The page stays open `paging.recovery_for` after the "
+                    "replicas are ready again: a replica that fails again within it (a crash loop) is "
+                    "the same outage, not a new page. This page silences that replica's warnings, the "
+                    "same model's per-replica warnings and its SLO pages, which stay held until the "
+                    "misses of the outage and of its recovery have left their short windows: it is "
+                    "the incident."
                 ),
                 confirm=[
                     "Ready and discovered per model: `{replicas_ready}`, `{replicas_discovered}`",
@@ -238,6 +243,9 @@ def _capacity_rule(v: Vocabulary) -> list[Alert]:
             # The floor is written out here, not read from its recording: it is the page's
             # threshold, which the mutation tests change to prove its promtool cases pin it.
             expr=(f"(\n{_below_floor(v)}\n)\n* on ({fleet}) group_right ()\n({n.replica_unready} * 0 + 1)"),
+            # A replica back for a moment between crashes, or one cause giving way to the next
+            # (dead, then restarting), must not resolve the page and page again.
+            keep_firing_for=v.cfg.paging.recovery_for if seconds(v.cfg.paging.recovery_for) else None,
             severity="critical",
             summary="A vLLM model has lost serving capacity.",
             description=(
@@ -278,6 +286,8 @@ def _capacity_cases(rules: list[Alert], io: Inputs) -> list[Case]:
         Check(fire_at, rule.name, [Expect(rule, result(REPLICA, "down"), 0)]),
     ]
     cases.append(alone)
+    if rule.keep_firing_for:
+        cases.append(_recovery_case(rule, io, fire_at, result(REPLICA, "down")))
 
     # One of four goes down: a ticket (VllmTargetDown), not a page.
     quarter = Case("VllmModelCapacityLow stays silent when one replica of four is down")
@@ -320,6 +330,22 @@ def _capacity_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     return cases
 
 
+def _recovery_case(rule: Alert, io: Inputs, fire_at: int, labels: dict[str, str]) -> Case:
+    """The only replica is back two minutes after the page: the page stays open
+    paging.recovery_for past the condition's last minute, then resolves. A keep_firing_for a
+    minute shorter or longer, or none, fails one of the two last checks."""
+    back = fire_at + 2  # the first minute it answers its scrape again
+    last = back - 1 + minutes(rule.keep_firing_for)  # the condition held until back - 1
+    case = Case(
+        "VllmModelCapacityLow stays open for paging.recovery_for after the only replica is back, then resolves"
+    )
+    io.serving(case, last + 2)
+    case.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1 0x{back - 2} 1x{last + 1 - back}")
+    page = [Expect(rule, labels, 0)]
+    case.checks = [Check(back, rule.name, page), Check(last, rule.name, page), Check(last + 1, rule.name, [])]
+    return case
+
+
 def _unhealthy_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case]:
     """Fault tolerance: vllm:engine_healthy (per engine, no model_name) 0 takes the replica out."""
     sig = io.res["engine_healthy"]
@@ -349,6 +375,10 @@ def _lifecycle_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case
     dead.checks = [Check(1, rule.name, []), Check(2, rule.name, [Expect(rule, result(REPLICA, "dead"), 0)])]
     cases.append(dead)
 
+    def kept(cause: str) -> list[Expect]:
+        """A cause that gave way to the next, kept firing for paging.recovery_for."""
+        return [Expect(rule, result(REPLICA, cause), 0)] if rule.keep_firing_for else []
+
     # Out of memory: the engine dies after it; the cause stays `out_of_memory` for
     # log_event_window, then the replica is just `dead`.
     window = minutes(io.cfg.alerts.log_event_window)
@@ -361,7 +391,8 @@ def _lifecycle_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case
         Check(1, rule.name, []),
         Check(2, rule.name, [Expect(rule, result(REPLICA, "out_of_memory"), 0)]),
         Check(2 + window - 1, rule.name, [Expect(rule, result(REPLICA, "out_of_memory"), 0)]),
-        Check(2 + window, rule.name, [Expect(rule, result(REPLICA, "dead"), 0)]),
+        # The cause it had stays on the page for paging.recovery_for beside the one it has now.
+        Check(2 + window, rule.name, [Expect(rule, result(REPLICA, "dead"), 0), *kept("out_of_memory")]),
     ]
     cases.append(oom)
 
@@ -406,7 +437,7 @@ def _lifecycle_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case
     looping.checks = [
         Check(2, rule.name, []),
         Check(3, rule.name, [Expect(rule, result(REPLICA, "dead"), 0)]),
-        Check(4, rule.name, [Expect(rule, result(REPLICA, "restarting"), 0)]),
+        Check(4, rule.name, [Expect(rule, result(REPLICA, "restarting"), 0), *kept("dead")]),
     ]
     cases.append(looping)
     return cases + _back_from_a_stop_cases(rule, io, replicas, result, span)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from ...config import BundleConfig
 from ...exporter_series import PROBE, select
 from ...promql import bucket_text, le_matcher, number, seconds, selector
 from ...vocabulary import BURN_TIERS, SLO_WINDOWS, BurnTier, Slo, Vocabulary, by, requests_in
@@ -37,7 +38,7 @@ _EXPLAINS = Inhibition(alerts=PER_REPLICA_SYMPTOMS, equal="model", matchers=('se
 
 
 def declarations(v: Vocabulary) -> list[Declared]:
-    knobs = ("slo.min_requests",)
+    knobs = ("slo.min_requests", "paging.recovery_for")
     return [
         Declared(
             name="VllmAvailabilityBudgetBurn",
@@ -60,7 +61,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                         "neither good nor bad, and a server that refuses connections records nothing, "
                         "which is why the canary's failures count. `long`/`short` name the two windows "
                         "that both burn; 1h/5m and 6h/30m page, 1d/2h and 3d/6h warn. A window judges "
-                        "only once it saw `slo.min_requests` requests. " + _held()
+                        "only once it saw `slo.min_requests` requests. " + _held(v)
                     ),
                     confirm=[
                         "Miss ratio per window: `{availability_burn}`",
@@ -100,7 +101,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                         "token), so an outage keeps this burning instead of going quiet; the canary's "
                         "own requests count not at all. Multi-window, multi-burn-rate: `long`/`short` "
                         "name the two windows that both burn; 1h/5m and 6h/30m page, 1d/2h and 3d/6h "
-                        "warn. An availability page of the same model silences it. " + _held()
+                        "warn. An availability page of the same model silences it. " + _held(v)
                     ),
                     confirm=[
                         "Miss ratio per window: `{ttft_burn}`",
@@ -127,7 +128,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                         "`inter_token_latency_seconds` histogram observes every gap between two tokens, "
                         "so this SLI weighs tokens, not requests). A failed request counts as one missed "
                         "gap, so an outage keeps it burning. `long`/`short` name the burning windows. "
-                        + _held()
+                        + _held(v)
                     ),
                     confirm=["Miss ratio per window: `{itl_burn}`", "Per replica: `{itl_p95}`"],
                     act=["Find the slow replicas and follow VllmHighTimePerOutputToken."],
@@ -181,33 +182,46 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
     return out
 
 
-def capacity_hold(tier: BurnTier) -> str:
-    """How long a paging tier is held after its model's capacity page: what its short window
-    reads, the window and, past the shortest, the rate window its recorded ratios look back."""
+def _short_reach(tier: BurnTier) -> str:
+    """How far back a tier's short window reads: the window and, past the shortest, the rate
+    window its recorded ratios look back."""
     reach = seconds(tier.short) + (0 if tier.short == SLO_WINDOWS[0] else seconds(SLO_WINDOWS[0]))
     return f"{int(reach // 60)}m"
 
 
-def _held() -> str:
+def capacity_hold(tier: BurnTier, cfg: BundleConfig) -> str:
+    """How long a paging tier stays held after its model's capacity is back: the capacity page
+    stays open paging.recovery_for, then the tier's short window must read past all of it."""
+    return f"{int((seconds(_short_reach(tier)) + seconds(cfg.paging.recovery_for)) // 60)}m"
+
+
+def _held(v: Vocabulary) -> str:
     """The runbooks' word on the capacity hold."""
     holds = ", ".join(
-        f"{capacity_hold(t)} for {t.long}/{t.short}" for t in BURN_TIERS if t.severity == "critical"
+        f"{capacity_hold(t, v.cfg)} for {t.long}/{t.short}" for t in BURN_TIERS if t.severity == "critical"
     )
     return (
         "The paging tiers do not fire while the model's capacity page (VllmModelCapacityLow) does, "
-        f"nor until the misses of that outage have left their short window ({holds} after it): "
-        "the capacity page is the incident."
+        f"nor until the misses of that outage and of its recovery have left their short window "
+        f"({holds} after the replicas are back, `paging.recovery_for` included): the capacity "
+        "page is the incident."
     )
 
 
 def _capacity_hold(v: Vocabulary, tier: BurnTier) -> str:
     """One incident, one page: while a model is below its capacity floor, and until the misses
-    of that outage have left this tier's short window, the capacity page is the incident and
-    this tier does not fire. Held by the rule, not by an inhibition (which ends with its source):
-    the burn an outage leaves behind would keep the model's page group open, and the model's
-    next capacity loss would only update that page instead of paging."""
-    fleet = by(v.targets.fleet_model)
-    return f"\nunless on ({fleet})\ncount_over_time({v.names.replicas_below_floor}[{capacity_hold(tier)}])"
+    of that outage and of its recovery (the backlog drained, replicas back) have left this
+    tier's short window, the capacity page is the incident and this tier does not fire. Held by
+    the rule, not by an inhibition (which ends with its source): the burn an outage leaves
+    behind would page again once the capacity page resolved, or keep the model's page group
+    open so that its next capacity loss only updated that page instead of paging."""
+    fleet, floor, reach = by(v.targets.fleet_model), v.names.replicas_below_floor, _short_reach(tier)
+    # Two windows, not one of their sum: paging.recovery_for stands in the rule as written (the
+    # mixin's knob), the short window's reach after it.
+    return (
+        f"\nunless on ({fleet})\n(\n  count_over_time({floor}[{reach}])\n  or\n"
+        f"  count_over_time({floor}[{v.cfg.paging.recovery_for}] offset {reach})\n)"
+    )
 
 
 # -- promtool scenarios --------------------------------------------------------------------
@@ -289,10 +303,11 @@ CAPACITY_BACK = 12
 def _capacity_hold_cases(
     io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]
 ) -> list[Case]:
-    """A paging tier stays silent while its model's capacity page fires and until what its short
-    window reads has passed since; then, misses still going on, it fires. Judged at the minute it
-    fires and the one before, from the hold's length and the tier's `for`: a hold a minute too
-    long or too short, on the wrong tier, or missing fails one of the two."""
+    """A paging tier stays silent while its model's capacity page fires and until
+    paging.recovery_for and what its short window reads have passed since; then, misses still
+    going on, it fires. Judged at every minute from the capacity's return to the one it fires
+    at, from the hold's length and the tier's `for`: a hold a minute too long or too short, a
+    gap in it, on the wrong tier, or missing fails a check."""
     p = io.cfg.paging
     if p.min_ready_replicas < 1 and p.capacity_fraction <= 0:
         return []  # no capacity page in this bundle: nothing holds a tier
@@ -300,7 +315,7 @@ def _capacity_hold_cases(
     fires = {
         tier: 1 + minutes(rule.for_)
         if rule.severity != "critical"
-        else CAPACITY_BACK + minutes(capacity_hold(TIER_OF[tier])) + minutes(rule.for_)
+        else CAPACITY_BACK + minutes(capacity_hold(TIER_OF[tier], io.cfg)) + minutes(rule.for_)
         for tier, rule in tiers.items()
         if TIER_OF[tier].factor * budget < 1
     }
@@ -310,14 +325,14 @@ def _capacity_hold_cases(
             continue
         case = Case(
             f"{rule.name}: the {tier[0]}/{tier[1]} tier is held while its model's capacity page fires, "
-            f"and for {capacity_hold(TIER_OF[tier])} after it, then fires on misses that go on"
+            f"and for {capacity_hold(TIER_OF[tier], io.cfg)} after it, then fires on misses that go on"
         )
         _events(case, io, slo, PER_MIN, PER_MIN)
         case.checks = [
             Check(
                 m, rule.name, [Expect(tiers[t], io.fleet_result(), 1.0) for t, at in fires.items() if at <= m]
             )
-            for m in (fires[tier] - 1, fires[tier])
+            for m in range(CAPACITY_BACK, fires[tier] + 1)
         ]
         _stretch(case)
         _scraped(case, io, back=CAPACITY_BACK)
