@@ -667,7 +667,9 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
         if not 0 <= obj.capacity_fraction <= 1:
             raise BundleError(f"config key '{prefix}.capacity_fraction' in {source} must be between 0 and 1.")
         if not seconds(obj.recovery_for) > 0:
-            raise BundleError(f"config key '{prefix}.recovery_for' in {source} must be longer than 0s, like 10m.")
+            raise BundleError(
+                f"config key '{prefix}.recovery_for' in {source} must be longer than 0s, like 10m."
+            )
         if obj.min_ready_replicas != int(obj.min_ready_replicas):
             raise BundleError(f"config key '{prefix}.min_ready_replicas' in {source} must be a whole number.")
     if isinstance(obj, SloSection):

@@ -62,6 +62,8 @@ def test_partial_config_keeps_other_defaults(tmp_path):
         ({"alertmanager": {"watchdog": {"type": "webhook", "url": ""}}}, "must be the webhook's http(s) URL"),
         ({"prometheus": {"vllm_targets": "vllm:8000"}}, "must be a list"),
         ({"prometheus": {"tls_insecure_skip_verify": "yes"}}, "true or false"),
+        ({"paging": {"recovery_for": "0s"}}, "'paging.recovery_for' in the config must be longer than 0s"),
+        ({"paging": {"recovery_for": "soon"}}, "Prometheus duration"),
     ],
 )
 def test_bad_values_are_named(data, phrase):
