@@ -158,39 +158,53 @@ def test_a_rule_with_an_evaluation_error(tmp_path):
     assert not any("stale" in c["message"] for c in fails(run, "rules"))  # disk and Prometheus agree
 
 
-def test_stale_rules_are_reported(tmp_path):
-    """The bundle on disk moved a threshold; Prometheus still runs the old rules."""
+def stale_after(tmp_path, edit) -> tuple[dict, list[dict]]:
+    """Doctor's stale-rules findings once `edit` changed the bundle's alert rules on disk (it
+    returns the group it changed); Prometheus still runs the rules it loaded."""
     with stand_in_stack(tmp_path) as stack:
         path = stack.bundle / "alerts" / "vllm-alerts.rules.yml"
         data = yaml.safe_load(path.read_text())
-        group, rule = data["groups"][0], data["groups"][0]["rules"][0]
-        moved = re.sub(r"> (\d+(?:\.\d+)?)", lambda m: f"> {2 * float(m.group(1)):g}", rule["expr"], count=1)
-        assert moved != rule["expr"]
-        rule["expr"] = moved
+        group = edit(data)
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         run = stack.doctor()
     assert_consistent(run)
-    stale = [c for c in fails(run, "rules") if "stale" in c["message"]]
+    return group, [c for c in fails(run, "rules") if "stale" in c["message"]]
+
+
+def test_stale_rules_are_reported(tmp_path):
+    """The bundle on disk moved a threshold."""
+    rule = {}
+
+    def move(data: dict) -> dict:
+        rule.update(data["groups"][0]["rules"][0])
+        moved = re.sub(r"> (\d+(?:\.\d+)?)", lambda m: f"> {2 * float(m.group(1)):g}", rule["expr"], count=1)
+        assert moved != rule["expr"]
+        data["groups"][0]["rules"][0]["expr"] = moved
+        return data["groups"][0]
+
+    group, stale = stale_after(tmp_path, move)
     assert [c["subject"] for c in stale] == [group["name"]]
     assert f"the expression of {rule['alert']} (rule 1) differs" in stale[0]["message"]
 
 
 def test_a_stale_keep_firing_for_is_reported(tmp_path):
-    """The bundle on disk keeps the capacity page open longer (paging.recovery_for); Prometheus
-    still runs the old rules, with the same expression."""
-    with stand_in_stack(tmp_path) as stack:
-        path = stack.bundle / "alerts" / "vllm-alerts.rules.yml"
-        data = yaml.safe_load(path.read_text())
-        (group, index, rule) = next(
+    """The bundle on disk keeps the capacity page open longer (paging.recovery_for), with the
+    same expression."""
+    where = {}
+
+    def lengthen(data: dict) -> dict:
+        group, index, rule = next(
             (g, i, r) for g in data["groups"] for i, r in enumerate(g["rules"]) if r.get("keep_firing_for")
         )
         rule["keep_firing_for"] = "1h"
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        run = stack.doctor()
-    assert_consistent(run)
-    stale = [c for c in fails(run, "rules") if "stale" in c["message"]]
+        where.update(alert=rule["alert"], number=index + 1)
+        return group
+
+    group, stale = stale_after(tmp_path, lengthen)
     assert [c["subject"] for c in stale] == [group["name"]]
-    assert f"the `keep_firing_for` of {rule['alert']} (rule {index + 1}) differs" in stale[0]["message"]
+    assert (
+        f"the `keep_firing_for` of {where['alert']} (rule {where['number']}) differs" in stale[0]["message"]
+    )
 
 
 def test_no_alertmanager_configured(tmp_path):
