@@ -298,6 +298,9 @@ def _scraped(case: Case, io: Inputs, back: int = 0) -> None:
 # A capacity page's outage, in capacity-hold cases: the model's only replica is not scraped for
 # its first minutes while every request misses, and misses go on after it is back.
 CAPACITY_BACK = 12
+# And an outage of one minute: the hold's two windows (the short window's reach, then
+# paging.recovery_for before it) must join with no gap, which a long outage covers up.
+BRIEF_BACK = 1
 
 
 def _capacity_hold_cases(
@@ -312,31 +315,35 @@ def _capacity_hold_cases(
     if p.min_ready_replicas < 1 and p.capacity_fraction <= 0:
         return []  # no capacity page in this bundle: nothing holds a tier
     budget = 1 - slo.objective
-    fires = {
-        tier: 1 + minutes(rule.for_)
-        if rule.severity != "critical"
-        else CAPACITY_BACK + minutes(capacity_hold(TIER_OF[tier], io.cfg)) + minutes(rule.for_)
-        for tier, rule in tiers.items()
-        if TIER_OF[tier].factor * budget < 1
-    }
     cases = []
-    for tier, rule in tiers.items():
-        if rule.severity != "critical" or tier not in fires:
-            continue
-        case = Case(
-            f"{rule.name}: the {tier[0]}/{tier[1]} tier is held while its model's capacity page fires, "
-            f"and for {capacity_hold(TIER_OF[tier], io.cfg)} after it, then fires on misses that go on"
-        )
-        _events(case, io, slo, PER_MIN, PER_MIN)
-        case.checks = [
-            Check(
-                m, rule.name, [Expect(tiers[t], io.fleet_result(), 1.0) for t, at in fires.items() if at <= m]
+    for back in (CAPACITY_BACK, BRIEF_BACK):
+        fires = {
+            tier: 1 + minutes(rule.for_)
+            if rule.severity != "critical"
+            else back + minutes(capacity_hold(TIER_OF[tier], io.cfg)) + minutes(rule.for_)
+            for tier, rule in tiers.items()
+            if TIER_OF[tier].factor * budget < 1
+        }
+        for tier, rule in tiers.items():
+            if rule.severity != "critical" or tier not in fires:
+                continue
+            case = Case(
+                f"{rule.name}: the {tier[0]}/{tier[1]} tier is held while its model's capacity page fires "
+                f"({back} min), and for {capacity_hold(TIER_OF[tier], io.cfg)} after it, then fires on "
+                "misses that go on"
             )
-            for m in range(CAPACITY_BACK, fires[tier] + 1)
-        ]
-        _stretch(case)
-        _scraped(case, io, back=CAPACITY_BACK)
-        cases.append(case)
+            _events(case, io, slo, PER_MIN, PER_MIN)
+            case.checks = [
+                Check(
+                    m,
+                    rule.name,
+                    [Expect(tiers[t], io.fleet_result(), 1.0) for t, at in fires.items() if at <= m],
+                )
+                for m in range(back, fires[tier] + 1)
+            ]
+            _stretch(case)
+            _scraped(case, io, back=back)
+            cases.append(case)
     return cases
 
 
