@@ -245,7 +245,7 @@ def _capacity_rule(v: Vocabulary) -> list[Alert]:
             expr=(f"(\n{_below_floor(v)}\n)\n* on ({fleet}) group_right ()\n({n.replica_unready} * 0 + 1)"),
             # A replica back for a moment between crashes, or one cause giving way to the next
             # (dead, then restarting), must not resolve the page and page again.
-            keep_firing_for=v.cfg.paging.recovery_for if seconds(v.cfg.paging.recovery_for) else None,
+            keep_firing_for=v.cfg.paging.recovery_for,
             severity="critical",
             summary="A vLLM model has lost serving capacity.",
             description=(
@@ -286,8 +286,7 @@ def _capacity_cases(rules: list[Alert], io: Inputs) -> list[Case]:
         Check(fire_at, rule.name, [Expect(rule, result(REPLICA, "down"), 0)]),
     ]
     cases.append(alone)
-    if rule.keep_firing_for:
-        cases.append(_recovery_case(rule, io, fire_at, result(REPLICA, "down")))
+    cases.append(_recovery_case(rule, io, fire_at, result(REPLICA, "down")))
 
     # One of four goes down: a ticket (VllmTargetDown), not a page.
     quarter = Case("VllmModelCapacityLow stays silent when one replica of four is down")
@@ -377,7 +376,7 @@ def _lifecycle_cases(rule, io: Inputs, replicas, result, span: int) -> list[Case
 
     def kept(cause: str) -> list[Expect]:
         """A cause that gave way to the next, kept firing for paging.recovery_for."""
-        return [Expect(rule, result(REPLICA, cause), 0)] if rule.keep_firing_for else []
+        return [Expect(rule, result(REPLICA, cause), 0)]
 
     # Out of memory: the engine dies after it; the cause stays `out_of_memory` for
     # log_event_window, then the replica is just `dead`.
