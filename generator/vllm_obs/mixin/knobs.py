@@ -90,6 +90,11 @@ NOT_KNOBS = (
 )
 
 
+def _kind(f: dataclasses.Field) -> str:
+    """A config field's knob kind: a float is a number, anything else here a duration."""
+    return "number" if f.type in (float, "float") else "duration"
+
+
 def value_knobs() -> list[Knob]:
     """Thresholds, durations and objectives: every alerts key but the bucket bounds, the SLO
     objectives, the GPU limits."""
@@ -97,17 +102,17 @@ def value_knobs() -> list[Knob]:
     for f in dataclasses.fields(AlertsSection):
         if f.name in NOT_KNOBS:
             continue
-        kind = "number" if f.type in (float, "float") else "duration"
+        kind = _kind(f)
         out.append(Knob(camel(f.name), "alerts", f.name, kind, f.metadata["doc"]))
     for key in ("ttft_objective", "itl_objective", "availability_objective"):
         out.append(Knob(camel(key), "slo", key, "objective", _doc(SloSection, key)))
     out.append(Knob("sloMinRequests", "slo", "min_requests", "number", _doc(SloSection, "min_requests")))
     for f in dataclasses.fields(PagingSection):
-        kind = "number" if f.type in (float, "float") else "duration"
+        kind = _kind(f)
         out.append(Knob(camel(f.name), "paging", f.name, kind, f.metadata["doc"]))
     for f in dataclasses.fields(GpuSection):
         if f.name in GPU_KNOBS:
-            kind = "number" if f.type in (float, "float") else "duration"
+            kind = _kind(f)
             out.append(Knob(camel(f"gpu_{f.name}"), "gpu", f.name, kind, f.metadata["doc"]))
     return out
 
