@@ -180,6 +180,7 @@ def notifications(recorder: NotificationRecorder, sim: Simulation) -> list[Notif
                 status=note.status,
                 alerts=tuple(a.get("labels", {}) for a in note.alerts),
                 group=note.group_key,
+                resolved=tuple(a.get("labels", {}) for a in note.alerts if a.get("status") == "resolved"),
             )
         )
     return out
@@ -374,7 +375,10 @@ def rescore(out: Path) -> dict[str, dict]:
         try:
             summary = json.loads(results.read_text())
             notes = json.loads((results.parent / "notifications.json").read_text())
-            posts[results.parent.name] = [Notification(**{**n, "alerts": tuple(n["alerts"])}) for n in notes]
+            posts[results.parent.name] = [
+                Notification(**{**n, "alerts": tuple(n["alerts"]), "resolved": tuple(n.get("resolved", ()))})
+                for n in notes
+            ]
             health[results.parent.name] = summary["run"]
             meta = meta or {
                 "file": summary["scenario"]["file"],

@@ -41,8 +41,11 @@ class Notification:
     started: float  # when its earliest firing alert started (startsAt)
     receiver: str
     status: str  # firing | resolved
-    alerts: tuple[Mapping[str, str], ...]  # the label sets of its alerts
+    alerts: tuple[Mapping[str, str], ...]  # the label sets of its alerts, firing and resolved
     group: str = ""  # Alertmanager's group key (PagerDuty's dedup key)
+    # Those of its alerts it reports resolved: which alert opened, kept or changed a page is
+    # read from what was firing, not from a resolved alert Alertmanager still carries.
+    resolved: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

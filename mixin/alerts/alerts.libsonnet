@@ -513,6 +513,7 @@ local values = import '../lib/values.libsonnet';
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
               ')',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '1h',
@@ -540,6 +541,7 @@ local values = import '../lib/values.libsonnet';
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
               ')',
             'for': '15m',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '6h',
@@ -608,6 +610,7 @@ local values = import '../lib/values.libsonnet';
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
               ')',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '1h',
@@ -635,6 +638,7 @@ local values = import '../lib/values.libsonnet';
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
               ')',
             'for': '15m',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '6h',
@@ -703,6 +707,7 @@ local values = import '../lib/values.libsonnet';
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
               ')',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '1h',
@@ -730,6 +735,7 @@ local values = import '../lib/values.libsonnet';
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
               ')',
             'for': '15m',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '6h',

@@ -49,6 +49,9 @@ def test_the_smoke_scenario_pages_for_lost_capacity_and_not_for_a_planned_restar
     death = next(i for i in results["incidents"] if i["id"] == "death")
     assert death["pages"] >= 1 and death["time_to_page_s"] is not None, death
     notes = json.loads((out / "bundle" / "notifications.json").read_text())
+    # Each post names the alerts it reports resolved, among its alerts; the death's end is one.
+    assert all(all(a in n["alerts"] for a in n["resolved"]) for n in notes)
+    assert any(a.get("alertname") == "VllmModelCapacityLow" for n in notes for a in n["resolved"])
 
     def capacity_pages(model: str) -> list[dict]:
         return [
