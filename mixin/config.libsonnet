@@ -174,11 +174,10 @@
     // (scrape targets that served it within the last hour); 0 turns it off (vllm-obs.yml
     // paging.capacity_fraction)
     capacityFraction: 0.5,
-    // a model's capacity page stays open this long after its replicas are ready again, and an SLO
-    // burn page this long after its windows stop burning (keep_firing_for); the SLO burn pages also
-    // stay held this long past their short window after a capacity page: a replica that fails again
-    // within it, a burn that dips and comes back, and the misses of the backlog the model drains
-    // meanwhile, are the same incident (vllm-obs.yml paging.recovery_for)
+    // a model's capacity page stays open this long after its replicas are ready again
+    // (keep_firing_for), and its SLO burn pages stay held this long past their short window: a
+    // replica that fails again within it, and the misses of the backlog the model drains meanwhile,
+    // are the same outage (vllm-obs.yml paging.recovery_for)
     recoveryFor: '10m',
 
     // Links and dashboards.

@@ -513,7 +513,6 @@ local values = import '../lib/values.libsonnet';
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
               ')',
-            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '1h',
@@ -541,7 +540,6 @@ local values = import '../lib/values.libsonnet';
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
               ')',
             'for': '15m',
-            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '6h',
@@ -610,7 +608,6 @@ local values = import '../lib/values.libsonnet';
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
               ')',
-            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '1h',
@@ -638,7 +635,6 @@ local values = import '../lib/values.libsonnet';
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
               ')',
             'for': '15m',
-            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '6h',
@@ -707,7 +703,6 @@ local values = import '../lib/values.libsonnet';
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
               ')',
-            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '1h',
@@ -735,7 +730,6 @@ local values = import '../lib/values.libsonnet';
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
               ')',
             'for': '15m',
-            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '6h',

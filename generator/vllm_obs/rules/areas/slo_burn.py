@@ -168,10 +168,6 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
                     + (_capacity_hold(v, tier) if tier.severity == "critical" else "")
                 ),
                 for_=tier.for_,
-                # A page stays open paging.recovery_for once its windows stop burning: a burn that
-                # dips under its rate for a few minutes (bursty traffic on an overloaded model) is
-                # the same incident, not a second page.
-                keep_firing_for=v.cfg.paging.recovery_for if tier.severity == "critical" else None,
                 severity=tier.severity,
                 labels={"long": tier.long, "short": tier.short},
                 summary=f"vLLM is burning its {slo.what} error budget too fast.",
@@ -205,9 +201,6 @@ def _held(v: Vocabulary) -> str:
         f"{capacity_hold(t, v.cfg)} for {t.long}/{t.short}" for t in BURN_TIERS if t.severity == "critical"
     )
     return (
-        f"A paging tier stays firing `paging.recovery_for` ({v.cfg.paging.recovery_for}) after its "
-        "windows stop burning: a burn that dips under its rate for a few minutes is one page, "
-        "and the page resolves that long after the misses end. "
         "The paging tiers do not fire while the model's capacity page (VllmModelCapacityLow) does, "
         f"nor until the misses of that outage and of its recovery have left their short window "
         f"({holds} after the replicas are back, `paging.recovery_for` included): the capacity "
@@ -358,75 +351,39 @@ def _capacity_hold_cases(
 TIER_OF = {(t.long, t.short): t for t in BURN_TIERS}
 
 
-# A burst of misses that stops, per paging tier: the minute it stops. The tier fires during the
-# burst; once it stops, its short window lets go within that window (and the 5 minutes its rates
-# look back) while the long one still burns: the short window is what ends a tier's condition
-# for an incident that is over. The page then stays open paging.recovery_for, and resolves.
-BURSTS = {("1h", "5m"): 6, ("6h", "30m"): 20}
+# A burst of misses that stops, per paging tier: (minute it stops, minute judged after it). The
+# tier fires during the burst; once it stops, its short window lets go within that window (and the
+# 5 minutes its rates look back) while the long one still burns, so the tier resolves: the short
+# window is what makes a tier stop paging for an incident that is over. Judged before a slower
+# tier's `for` can have passed (6h/30m fires at 16, 1d/2h at 61).
+BURSTS = {("1h", "5m"): (6, 13), ("6h", "30m"): (20, 57)}
 
 
 def _burst_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]) -> list[Case]:
-    """Judged through ALERTS, this tier alone: firing at the last minute its short window burns
-    plus paging.recovery_for, silent the minute after. A short window or a keep_firing_for off
-    by a minute fails one of the two."""
     budget = 1 - slo.objective
     factors = {(t.long, t.short): t.factor for t in BURN_TIERS}
     cases = []
-    for tier, stop in BURSTS.items():
+    for tier, (stop, after) in BURSTS.items():
         rule = tiers[tier]
         if factors[tier] * budget >= 1:
             continue  # no share of misses reaches this burn rate
-        last = _last_burning(stop, tier, factors[tier] * budget) + minutes(rule.keep_firing_for)
         case = Case(
             f"{rule.name}: every request misses for {stop} minutes, then none: the {tier[0]}/{tier[1]} tier "
-            f"fires, lets go once its {tier[1]} window is clear and paging.recovery_for has passed"
+            f"fires, then lets go once its {tier[1]} window is clear"
         )
         burst, clean = Case("burst"), Case("clean")
         _events(burst, io, slo, PER_MIN, PER_MIN)
         _events(clean, io, slo, PER_MIN, 0)
-        case.series = _spliced(burst.series, clean.series, stop, last + 2)
+        case.series = _spliced(burst.series, clean.series, stop, after + 1)
         # During the burst every tier fast enough to have passed its `for` fires, at a miss ratio of 1.
         during = [
             Expect(tiers[t], io.fleet_result(), 1.0)
             for t, f in factors.items()
             if f * budget < 1 and 1 + minutes(tiers[t].for_) <= stop - 1
         ]
-        case.checks = [Check(stop - 1, rule.name, during)]
-        firing = {
-            **io.fleet_result(),
-            "__name__": "ALERTS",
-            "alertname": rule.name,
-            "alertstate": "firing",
-            "long": tier[0],
-            "short": tier[1],
-            "severity": rule.severity,
-        }
-        query = ", ".join(f'{k}="{firing[k]}"' for k in ("alertname", "alertstate", "long", "short"))
-        case.queries = [
-            QueryCheck(last, f"ALERTS{{{query}}}", [(firing, 1)]),
-            QueryCheck(last + 1, f"ALERTS{{{query}}}", []),
-        ]
+        case.checks = [Check(stop - 1, rule.name, during), Check(after, rule.name, [])]
         cases.append(case)
     return cases
-
-
-def _last_burning(stop: int, tier: tuple[str, str], limit: float) -> int:
-    """The last minute both of a tier's windows burn after every request missed for minutes
-    0..stop-1 and none since, as the recorded series see it (rules evaluated every minute)."""
-    per_minute = [1.0] * stop + [0.0] * int(seconds(tier[0]) // 60)
-
-    def ratio(m: int, window: str) -> float:
-        if window == SLO_WINDOWS[0]:  # the recorded rate itself
-            span = per_minute[max(0, m - 5) : m]
-            return sum(span) / len(span)
-        return _window_mean(per_minute, m, int(seconds(window) // 60), 1)
-
-    m = stop
-    while min(ratio(m, tier[0]), ratio(m, tier[1])) > limit:
-        m += 1
-    # Far from the edge on both sides: the recorded rates' extrapolation cannot move the minute.
-    assert ratio(m - 1, tier[1]) > 1.05 * limit and ratio(m, tier[1]) < 0.95 * limit, (tier, m, limit)
-    return m - 1
 
 
 # One window burns, the other just under the burn rate: (miss ratio before, after, in units of
