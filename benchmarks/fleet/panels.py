@@ -24,8 +24,9 @@ from vllm_obs.promql import seconds
 
 _METRIC = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _SELECTOR = re.compile(rf"(?<![\w:\"])({_METRIC})(\{{[^}}]*\}})?")
-# The same, with the range that may follow it (`name{...}[1d]`, not a subquery's `[1d:1m]`).
-_RANGED = re.compile(rf"(?<![\w:\"])({_METRIC})(\{{[^}}]*\}})?(\[[^\]:]+\])?")
+# The same, with the range that may follow it (`name{...}[1d]`, not a subquery's `[1d:1m]`) and
+# the offset (`name offset 1h`).
+_RANGED = re.compile(rf"(?<![\w:\"])({_METRIC})(\{{[^}}]*\}})?(\[[^\]:]+\])?(\s+offset\s+\w+)?")
 _WITH_BRACES = re.compile(rf"(?<![\w:\"])({_METRIC})\{{([^}}]*)\}}")
 
 
@@ -62,10 +63,13 @@ def inline(expr: str, rules: dict[str, str], every: str = "15s", history: str | 
     A range over a recorded series (`sum_over_time(rule[1d])`) becomes a subquery stepping at
     `every`, the rules' evaluation interval: the samples the recorded series would hold.
     `history`: how far back the server holds samples at all (a test's few minutes); a longer
-    subquery range is cut to it, which reads the same samples in a sliver of the steps."""
+    subquery range is cut to it, which reads the same samples in a sliver of the steps. A
+    recorded series read at an offset becomes the last step of such a subquery at that offset
+    (an offset only follows a selector or a subquery)."""
 
     def replace(match: re.Match) -> str:
         name, braces, window = match.group(1), match.group(2) or "", match.group(3) or ""
+        offset = match.group(4) or ""
         if name not in rules:
             return match.group(0)
         body = inline(rules[name], rules, every, history)
@@ -73,11 +77,11 @@ def inline(expr: str, rules: dict[str, str], every: str = "15s", history: str | 
         if matchers:
             body = _WITH_BRACES.sub(lambda m: f"{m.group(1)}{{{_join(m.group(2), matchers)}}}", body)
         if not window:
-            return f"({body})"
+            return f"last_over_time(({body})[{every}:{every}]{offset})" if offset else f"({body})"
         span = window[1:-1]
         if history and seconds(span) > seconds(history):
             span = history
-        return f"({body})[{span}:{every}]"
+        return f"({body})[{span}:{every}]{offset}"
 
     return _RANGED.sub(replace, expr)
 
@@ -86,7 +90,7 @@ def windowed(expr: str, rules: dict[str, str]) -> bool:
     """Whether `expr`, or a recording rule it reads (at any depth), takes a range of a
     recorded series: `inline` makes that a subquery (see PanelQuery.windowed)."""
     for m in _RANGED.finditer(expr):
-        name, window = m.group(1), m.group(3)
+        name, window = m.group(1), m.group(3) or m.group(4)
         if name in rules and (window or windowed(rules[name], rules)):
             return True
     return False

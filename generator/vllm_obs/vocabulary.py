@@ -331,6 +331,15 @@ class Slo:
     def total_rate(self) -> str:
         return f"job_model:{self.metric}:slo_total_rate{SLO_WINDOWS[0]}"
 
+    @property
+    def bad_behind(self) -> str:
+        """Bad events of the last base window its recorded rates have not yet weighed."""
+        return f"job_model:{self.metric}:slo_bad_behind{SLO_WINDOWS[0]}"
+
+    @property
+    def total_behind(self) -> str:
+        return f"job_model:{self.metric}:slo_total_behind{SLO_WINDOWS[0]}"
+
     def miss(self, window: str) -> str:
         """The share of bad events over `window`."""
         return f"job_model:{self.metric}:slo_miss_ratio_{window}"

@@ -506,6 +506,22 @@ local values = import '../lib/values.libsonnet';
               ')',
           },
           {
+            record: 'job_model:vllm_request_availability:slo_bad_behind5m',
+            expr: |||-
+              300 * job_model:vllm_request_availability:slo_bad_rate5m
+              - 300 * avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[5m])
+              + 150 * (job_model:vllm_request_availability:slo_bad_rate5m offset 5m or job_model:vllm_request_availability:slo_bad_rate5m * 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_total_behind5m',
+            expr: |||-
+              300 * job_model:vllm_request_availability:slo_total_rate5m
+              - 300 * avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[5m])
+              + 150 * (job_model:vllm_request_availability:slo_total_rate5m offset 5m or job_model:vllm_request_availability:slo_total_rate5m * 0)
+            |||,
+          },
+          {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_5m',
             expr: |||-
               job_model:vllm_request_availability:slo_bad_rate5m
@@ -516,49 +532,85 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_30m',
             expr: |||-
-              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[30m])
+              clamp_min((
+                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[30m])
+                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 30m or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 1800
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[30m]) > 0)
+              ((
+                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[30m])
+                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 30m or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 1800
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_1h',
             expr: |||-
-              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h])
+              clamp_min((
+                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h])
+                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 1h or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 3600
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h]) > 0)
+              ((
+                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h])
+                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 1h or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 3600
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_2h',
             expr: |||-
-              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[2h])
+              clamp_min((
+                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[2h])
+                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 2h or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 7200
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[2h]) > 0)
+              ((
+                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[2h])
+                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 2h or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 7200
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_6h',
             expr: |||-
-              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h])
+              clamp_min((
+                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h])
+                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 6h or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 21600
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h]) > 0)
+              ((
+                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h])
+                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 6h or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 21600
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_1d',
             expr: |||-
-              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d])
+              clamp_min((
+                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d])
+                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 1d or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 86400
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d]) > 0)
+              ((
+                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d])
+                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 1d or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 86400
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_3d',
             expr: |||-
-              sum_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d])
+              clamp_min((
+                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d])
+                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 3d or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 259200
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) > 0)
+              ((
+                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d])
+                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 3d or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 259200
+              ) > 0)
             |||,
           },
           {
@@ -613,6 +665,22 @@ local values = import '../lib/values.libsonnet';
               'job_model:vllm_time_to_first_token_seconds:slo_total_rate5m',
           },
           {
+            record: 'job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m',
+            expr: |||-
+              300 * job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m
+              - 300 * avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[5m])
+              + 150 * (job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m offset 5m or job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m * 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds:slo_total_behind5m',
+            expr: |||-
+              300 * job_model:vllm_time_to_first_token_seconds:slo_total_rate5m
+              - 300 * avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[5m])
+              + 150 * (job_model:vllm_time_to_first_token_seconds:slo_total_rate5m offset 5m or job_model:vllm_time_to_first_token_seconds:slo_total_rate5m * 0)
+            |||,
+          },
+          {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m',
             expr: |||-
               job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m
@@ -623,49 +691,85 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m',
             expr: |||-
-              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[30m])
+              clamp_min((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[30m])
+                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 30m or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 1800
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[30m]) > 0)
+              ((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[30m])
+                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 30m or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 1800
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h',
             expr: |||-
-              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h])
+              clamp_min((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h])
+                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 1h or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 3600
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1h]) > 0)
+              ((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1h])
+                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 1h or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 3600
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h',
             expr: |||-
-              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[2h])
+              clamp_min((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[2h])
+                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 2h or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 7200
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[2h]) > 0)
+              ((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[2h])
+                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 2h or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 7200
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h',
             expr: |||-
-              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h])
+              clamp_min((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h])
+                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 6h or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 21600
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[6h]) > 0)
+              ((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[6h])
+                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 6h or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 21600
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d',
             expr: |||-
-              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d])
+              clamp_min((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d])
+                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 1d or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 86400
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1d]) > 0)
+              ((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1d])
+                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 1d or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 86400
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d',
             expr: |||-
-              sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d])
+              clamp_min((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d])
+                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 3d or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 259200
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[3d]) > 0)
+              ((
+                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[3d])
+                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 3d or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 259200
+              ) > 0)
             |||,
           },
         ],
@@ -690,6 +794,22 @@ local values = import '../lib/values.libsonnet';
               'job_model:vllm_inter_token_latency_seconds:slo_total_rate5m',
           },
           {
+            record: 'job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m',
+            expr: |||-
+              300 * job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m
+              - 300 * avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[5m])
+              + 150 * (job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m offset 5m or job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m * 0)
+            |||,
+          },
+          {
+            record: 'job_model:vllm_inter_token_latency_seconds:slo_total_behind5m',
+            expr: |||-
+              300 * job_model:vllm_inter_token_latency_seconds:slo_total_rate5m
+              - 300 * avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[5m])
+              + 150 * (job_model:vllm_inter_token_latency_seconds:slo_total_rate5m offset 5m or job_model:vllm_inter_token_latency_seconds:slo_total_rate5m * 0)
+            |||,
+          },
+          {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m',
             expr: |||-
               job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m
@@ -700,49 +820,85 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m',
             expr: |||-
-              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[30m])
+              clamp_min((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[30m])
+                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 30m or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 1800
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[30m]) > 0)
+              ((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[30m])
+                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 30m or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 1800
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h',
             expr: |||-
-              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h])
+              clamp_min((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h])
+                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 1h or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 3600
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1h]) > 0)
+              ((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1h])
+                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 1h or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 3600
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h',
             expr: |||-
-              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[2h])
+              clamp_min((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[2h])
+                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 2h or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 7200
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[2h]) > 0)
+              ((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[2h])
+                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 2h or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 7200
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h',
             expr: |||-
-              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h])
+              clamp_min((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h])
+                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 6h or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 21600
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[6h]) > 0)
+              ((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[6h])
+                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 6h or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 21600
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d',
             expr: |||-
-              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d])
+              clamp_min((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d])
+                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 1d or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 86400
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1d]) > 0)
+              ((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1d])
+                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 1d or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 86400
+              ) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d',
             expr: |||-
-              sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d])
+              clamp_min((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d])
+                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 3d or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 259200
+              ), 0)
               /
-              (sum_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[3d]) > 0)
+              ((
+                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[3d])
+                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 3d or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 259200
+              ) > 0)
             |||,
           },
         ],

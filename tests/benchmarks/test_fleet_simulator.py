@@ -341,8 +341,9 @@ def test_variants_keep_every_name_alerts_and_dashboards_read(tmp_path):
 
 @pytest.mark.prometheus
 def test_slo_windows_from_5m_rates_answer_like_rate_over_the_window(tmp_path):
-    """The SLO rules' long windows (sum_over_time of recorded 5-minute rates) against rate()
-    over the raw series for the whole window, on the same backfilled history."""
+    """The SLO rules' long windows (the mean of recorded 5-minute rates, their edges put back)
+    against rate() over the raw series for the whole window, on the same backfilled history. The
+    history holds the recorded rates, not the edges: those are computed from the rates here."""
     from benchmarks.fleet.backfill import SIGNALS, slo_rule_files, write_openmetrics
 
     bundle = generate(tmp_path, 9)
@@ -374,7 +375,13 @@ def test_slo_windows_from_5m_rates_answer_like_rate_over_the_window(tmp_path):
             total = f'sum by (job, model_name) (rate({histogram}_count{{job="vllm"}}[{window}]))'
             good = f'sum by (job, model_name) (rate({histogram}_bucket{{job="vllm", le="{threshold}"}}[{window}]))'
             raw = f"({total} - {good}) / {total}"
-            recorded = rules[f"job_model:{signal}:slo_miss_ratio_{window}"]
+            edges = {
+                name: expr
+                for name, expr in rules.items()
+                if name.startswith(f"job_model:{signal}:slo_") and "_behind" in name
+            }
+            assert edges
+            recorded = inline(rules[f"job_model:{signal}:slo_miss_ratio_{window}"], edges)
             before = {r["metric"]["model_name"]: float(r["value"][1]) for r in prom.query(raw, at=end)}
             after = {r["metric"]["model_name"]: float(r["value"][1]) for r in prom.query(recorded, at=end)}
             assert before.keys() == after.keys() and before
