@@ -373,10 +373,7 @@ def _burst_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str
             f"{rule.name}: every request misses for {stop} minutes, then none: the {tier[0]}/{tier[1]} tier "
             f"fires, then lets go once its {tier[1]} window is clear"
         )
-        burst, clean = Case("burst"), Case("clean")
-        _events(burst, io, slo, PER_MIN, PER_MIN)
-        _events(clean, io, slo, PER_MIN, 0)
-        case.series = _spliced(burst.series, clean.series, stop, after + 1)
+        _two_parts(case, io, slo, (PER_MIN, 0), stop, after + 1)
         # During the burst every tier fast enough to have passed its `for` fires, at a miss ratio of 1.
         during = [
             Expect(tiers[t], io.fleet_result(), 1.0)
@@ -411,10 +408,7 @@ def _onset_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert]) -> l
         f"{ONSET_TIER[0]}/{ONSET_TIER[1]} tier fires in the minute the burst has spent "
         f"{percent(limit)} of the {ONSET_TIER[0]} window's {slo.events} ({spent:.2f} minutes)"
     )
-    clean, burst = Case("clean"), Case("burst")
-    _events(clean, io, slo, PER_MIN, 0)
-    _events(burst, io, slo, PER_MIN, bad)
-    case.series = _spliced(clean.series, burst.series, ONSET_CLEAN, fired + 1)
+    _two_parts(case, io, slo, (0, bad), ONSET_CLEAN, fired + 1)
     firing = {"alertname": rule.name, "alertstate": "firing", "long": ONSET_TIER[0], "short": ONSET_TIER[1]}
     selected = ", ".join(f'{k}="{v}"' for k, v in firing.items())
     labels = {**io.fleet_result(), **firing, "severity": rule.severity, "__name__": "ALERTS"}
@@ -441,10 +435,7 @@ def _left_window_case(io: Inputs, slo: Slo) -> Case:
         f"{slo.name} SLO: every request misses for the first {LEFT_BURST} minutes; at minute {LEFT_AT} "
         f"the {window} window reads next to none of them"
     )
-    burst, clean = Case("burst"), Case("clean")
-    _events(burst, io, slo, PER_MIN, PER_MIN)
-    _events(clean, io, slo, PER_MIN, 0)
-    case.series = _spliced(burst.series, clean.series, LEFT_BURST, LEFT_AT + 1)
+    _two_parts(case, io, slo, (PER_MIN, 0), LEFT_BURST, LEFT_AT + 1)
     case.queries = [QueryCheck(LEFT_AT, f"count({slo.miss(window)} < {LEFT_MARGIN})", [({}, 1)])]
     return case
 
@@ -496,10 +487,8 @@ def _one_window_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert])
                 f"(the other at {number(min(before, after))}x the rate): the {tier[0]}/{tier[1]} tier stays silent",
                 every=f"{step}m",
             )
-            one, two = Case("before"), Case("after")
-            _events(one, io, slo, PER_MIN, round(PER_MIN * before * factors[tier] * budget))
-            _events(two, io, slo, PER_MIN, round(PER_MIN * after * factors[tier] * budget))
-            case.series = _spliced(one.series, two.series, first, at + 1)
+            bad = tuple(round(PER_MIN * share * factors[tier] * budget) for share in (before, after))
+            _two_parts(case, io, slo, bad, first, at + 1)
             firing = ", ".join(
                 [f'alertname="{rule.name}"', 'alertstate="firing"', f'long="{tier[0]}"', f'short="{tier[1]}"']
             )
@@ -513,6 +502,15 @@ def _window_mean(per_minute: list[float], at: int, window: int) -> float:
     the mean of its minutes' ratios (the edges the 5m rates ramp over are put back, _behind)."""
     span = per_minute[max(0, at - window) : at]
     return sum(span) / len(span)
+
+
+def _two_parts(case: Case, io: Inputs, slo: Slo, bad: tuple[int, int], at: int, span: int) -> None:
+    """The case's events: PER_MIN a minute, `bad[0]` of them bad up to minute `at`, then `bad[1]`,
+    over minutes 0..span-1."""
+    first, then = Case("first"), Case("then")
+    _events(first, io, slo, PER_MIN, bad[0])
+    _events(then, io, slo, PER_MIN, bad[1])
+    case.series = _spliced(first.series, then.series, at, span)
 
 
 def _spliced(first: dict[str, str], then: dict[str, str], at: int, span: int) -> dict[str, str]:
