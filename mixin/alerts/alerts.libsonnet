@@ -502,7 +502,11 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmAvailabilityBudgetBurn',
             expr:
-              'job_model:vllm_request_availability:slo_miss_ratio_1h > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              '(\n' +
+              '  job_model:vllm_request_availability:slo_miss_ratio_1h > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              '  or\n' +
+              '  job_model:vllm_request_availability:slo_miss_ratio_1h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmAvailabilityBudgetBurn", alertstate="firing", long="1h", short="5m"}\n' +
+              ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
@@ -528,11 +532,17 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmAvailabilityBudgetBurn',
             expr:
-              'job_model:vllm_request_availability:slo_miss_ratio_6h > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              '(\n' +
+              '  job_model:vllm_request_availability:slo_miss_ratio_6h > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              '  or\n' +
+              '  job_model:vllm_request_availability:slo_miss_ratio_6h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmAvailabilityBudgetBurn", alertstate="firing", long="6h", short="30m"}\n' +
+              ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
+              'unless on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(ALERTS{alertname="VllmAvailabilityBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +
@@ -597,7 +607,11 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmTimeToFirstTokenBudgetBurn',
             expr:
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              '(\n' +
+              '  job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              '  or\n' +
+              '  job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmTimeToFirstTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}\n' +
+              ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
@@ -623,11 +637,17 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmTimeToFirstTokenBudgetBurn',
             expr:
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              '(\n' +
+              '  job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              '  or\n' +
+              '  job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmTimeToFirstTokenBudgetBurn", alertstate="firing", long="6h", short="30m"}\n' +
+              ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
+              'unless on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(ALERTS{alertname="VllmTimeToFirstTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +
@@ -692,7 +712,11 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmTimePerOutputTokenBudgetBurn',
             expr:
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              '(\n' +
+              '  job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              '  or\n' +
+              '  job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmTimePerOutputTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}\n' +
+              ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
@@ -718,11 +742,17 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmTimePerOutputTokenBudgetBurn',
             expr:
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (6 * ' + v.itlObjectiveBudget + ')\n' +
+              '(\n' +
+              '  job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (6 * ' + v.itlObjectiveBudget + ')\n' +
+              '  or\n' +
+              '  job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmTimePerOutputTokenBudgetBurn", alertstate="firing", long="6h", short="30m"}\n' +
+              ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
+              'unless on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(ALERTS{alertname="VllmTimePerOutputTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +

@@ -89,12 +89,17 @@ class RuleFiles:
         self.recording = yaml.safe_load(self.recording_path.read_text())
 
     def slice(self, alerts: set[str] | frozenset[str]) -> Slice | None:
-        """The rules these alerts need, or None when one of them reads ALERTS."""
+        """The rules these alerts need, or None when one of them reads the state of an alert
+        not among them (ALERTS of another alert, or of any)."""
         rules = [
             (g["name"], r) for g in self.alerting["groups"] for r in g["rules"] if r.get("alert") in alerts
         ]
-        if any("ALERTS" in r["expr"] for _, r in rules):
-            return None
+        for _, r in rules:
+            # A burn tier reads its own alert's state (a page held open); that is in the slice.
+            if r["expr"].count("ALERTS") != len(_READS_ALERT.findall(r["expr"])) or not set(
+                _READS_ALERT.findall(r["expr"])
+            ) <= set(alerts):
+                return None
         recorded = {
             r["record"]: (g["name"], r["expr"])
             for g in self.recording["groups"]

@@ -155,17 +155,22 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
     sc = v.targets
     fleet = by(sc.fleet_model)
     out = []
+    name = ALERTS[slo.name]
     for tier in BURN_TIERS:
         limit = f"({number(tier.factor)} * {number(slo.budget)})"
+        paging = tier.severity == "critical"
+        long = f"{slo.miss(tier.long)} > {limit}"
+        if paging:
+            long = _long_or_paging(name, tier, slo.miss(tier.long), fleet, limit)
         out.append(
             Alert(
-                name=ALERTS[slo.name],
+                name=name,
                 expr=(
-                    f"{slo.miss(tier.long)} > {limit}\n"
+                    f"{long}\n"
                     f"and on ({fleet})\n{slo.miss(tier.short)} > {limit}\n"
                     # Too few requests to judge: one slow request on a quiet model pages nobody.
                     f"and on ({fleet})\n{requests_in(tier.long)} >= {number(v.cfg.slo.min_requests)}"
-                    + (_capacity_hold(v, tier) if tier.severity == "critical" else "")
+                    + (_after_faster(name, tier, fleet) + _capacity_hold(v, tier) if paging else "")
                 ),
                 for_=tier.for_,
                 severity=tier.severity,
@@ -180,6 +185,33 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
             )
         )
     return out
+
+
+def _firing(name: str, tier: BurnTier) -> str:
+    """The tier's own page, as Prometheus records it while it fires."""
+    return selector(
+        "ALERTS", f'alertname="{name}"', 'alertstate="firing"', f'long="{tier.long}"', f'short="{tier.short}"'
+    )
+
+
+def _long_or_paging(name: str, tier: BurnTier, long: str, fleet: str, limit: str) -> str:
+    """A paging tier's long window burns, or the tier already pages: once it fires, the page
+    stays open while the short window still burns. The long window letting go of an earlier
+    burst (one the model recovered from before this one began) would otherwise resolve a page
+    whose incident goes on, and the same incident would page again once it alone filled the
+    long window. The long window's ratio either way: it is the page's $value."""
+    return f"(\n  {long} > {limit}\n  or\n  {long} and on ({fleet}) {_firing(name, tier)}\n)"
+
+
+def _after_faster(name: str, tier: BurnTier, fleet: str) -> str:
+    """One incident, one page: a slower paging tier does not fire while a faster one pages, nor
+    until the misses that one paged on have left its short window. Its `for` would otherwise
+    make it fire after a short incident's page resolved (the 6h/30m tier 15 minutes into its
+    short window's burn, which outlasts the 1h/5m tier's), a second page for an incident over."""
+    return "".join(
+        f"\nunless on ({fleet})\ncount_over_time({_firing(name, t)}[{_short_reach(tier)}])"
+        for t in _faster(tier)
+    )
 
 
 def _short_reach(tier: BurnTier) -> str:
@@ -204,7 +236,19 @@ def _held(v: Vocabulary) -> str:
         "The paging tiers do not fire while the model's capacity page (VllmModelCapacityLow) does, "
         f"nor until the misses of that outage and of its recovery have left their short window "
         f"({holds} after the replicas are back, `paging.recovery_for` included): the capacity "
-        "page is the incident."
+        "page is the incident. Once a paging tier fires it stays open while its short window "
+        "still burns, though its long window may have let go of an earlier burst; a slower paging "
+        "tier does not fire while a faster one pages, nor until that page has left its short "
+        f"window ({_after_faster_words()}): one incident, one page."
+    )
+
+
+def _after_faster_words() -> str:
+    return ", ".join(
+        f"{_short_reach(t)} after a {f.long}/{f.short} page for {t.long}/{t.short}"
+        for t in BURN_TIERS
+        if t.severity == "critical"
+        for f in _faster(t)
     )
 
 
@@ -259,7 +303,9 @@ def _burn_cases(name: str) -> Builder:
                     Check(
                         m,
                         rules[0].name,
-                        [Expect(tiers[t], io.fleet_result(), value) for t in fired if fired[t] <= m],
+                        _one_page(
+                            [Expect(tiers[t], io.fleet_result(), value) for t in fired if fired[t] <= m]
+                        ),
                     )
                     for m in (at - 1, at)
                 ]
@@ -282,6 +328,8 @@ def _burn_cases(name: str) -> Builder:
         cases += _onset_cases(io, slo, tiers)
         cases.append(_left_window_case(io, slo))
         cases += _one_window_cases(io, slo, tiers)
+        cases += _held_cases(io, slo, tiers)
+        cases += _after_faster_cases(io, slo, tiers)
         for case in cases:
             _scraped(case, io)
         cases += _capacity_hold_cases(io, slo, rules, tiers)
@@ -319,27 +367,34 @@ def _capacity_hold_cases(
     budget = 1 - slo.objective
     cases = []
     for back in (CAPACITY_BACK, BRIEF_BACK):
-        fires = {
-            tier: 1 + minutes(rule.for_)
-            if rule.severity != "critical"
-            else back + minutes(capacity_hold(TIER_OF[tier], io.cfg)) + minutes(rule.for_)
-            for tier, rule in tiers.items()
-            if TIER_OF[tier].factor * budget < 1
-        }
         for tier, rule in tiers.items():
-            if rule.severity != "critical" or tier not in fires:
+            if rule.severity != "critical":
                 continue
+            bad = round(PER_MIN * _burning(TIER_OF[tier], budget))
+            fires = {
+                t: 1 + minutes(r.for_)
+                if r.severity != "critical"
+                else back + minutes(capacity_hold(TIER_OF[t], io.cfg)) + minutes(r.for_)
+                for t, r in tiers.items()
+                if TIER_OF[t].factor * budget < bad / PER_MIN
+            }
+            if tier not in fires:
+                continue  # no share of misses reaches this burn rate
             case = Case(
                 f"{rule.name}: the {tier[0]}/{tier[1]} tier is held while its model's capacity page fires "
                 f"({back} min), and for {capacity_hold(TIER_OF[tier], io.cfg)} after it, then fires on "
-                "misses that go on"
+                f"misses that go on ({bad / PER_MIN:.2%} of the {slo.events})"
             )
-            _events(case, io, slo, PER_MIN, PER_MIN)
+            _events(case, io, slo, PER_MIN, bad)
             case.checks = [
                 Check(
                     m,
                     rule.name,
-                    [Expect(tiers[t], io.fleet_result(), 1.0) for t, at in fires.items() if at <= m],
+                    [
+                        Expect(tiers[t], io.fleet_result(), bad / PER_MIN)
+                        for t, at in fires.items()
+                        if at <= m
+                    ],
                 )
                 for m in range(back, fires[tier] + 1)
             ]
@@ -353,34 +408,135 @@ def _capacity_hold_cases(
 TIER_OF = {(t.long, t.short): t for t in BURN_TIERS}
 
 
+def _faster(tier: BurnTier) -> list[BurnTier]:
+    """The paging tiers faster than `tier` (a shorter long window)."""
+    return [t for t in BURN_TIERS if t.severity == "critical" and seconds(t.long) < seconds(tier.long)]
+
+
+def _burning(tier: BurnTier, budget: float) -> float:
+    """A share of misses that burns `tier` and no faster paging tier, which would page first and
+    keep this one silent (_after_faster): every request for the fastest, 0.9 of the next faster
+    tier's burn rate for a slower one."""
+    faster = _faster(tier)
+    return 1.0 if not faster else 0.9 * min(t.factor for t in faster) * budget
+
+
+def _one_page(expected: list[Expect]) -> list[Expect]:
+    """What fires of `expected` when its paging tiers fire from the start and go on: the fastest
+    of them alone, the slower ones silent after it (_after_faster)."""
+    paging = [e.rule.labels["long"] for e in expected if e.rule.severity == "critical"]
+    fastest = min(paging, key=seconds, default=None)
+    return [e for e in expected if e.rule.severity != "critical" or e.rule.labels["long"] == fastest]
+
+
 # A burst of misses that stops, per paging tier: (minute it stops, minute judged after it). The
 # tier fires during the burst; once it stops, its short window lets go within that window (and the
 # 5 minutes its rates look back) while the long one still burns, so the tier resolves: the short
-# window is what makes a tier stop paging for an incident that is over. Judged before a slower
-# tier's `for` can have passed (6h/30m fires at 16, 1d/2h at 61).
-BURSTS = {("1h", "5m"): (6, 13), ("6h", "30m"): (20, 57)}
+# window is what makes a tier stop paging for an incident that is over. A slower tier's burst
+# burns it and not the faster tier (_burning), 40 minutes of it enough for the 6h window to
+# still burn at 77, once the 30m window is clear.
+BURSTS = {("1h", "5m"): (6, 13), ("6h", "30m"): (40, 77)}
 
 
 def _burst_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]) -> list[Case]:
     budget = 1 - slo.objective
-    factors = {(t.long, t.short): t.factor for t in BURN_TIERS}
     cases = []
     for tier, (stop, after) in BURSTS.items():
-        rule = tiers[tier]
-        if factors[tier] * budget >= 1:
+        rule, share = tiers[tier], _burning(TIER_OF[tier], budget)
+        if TIER_OF[tier].factor * budget >= share:
             continue  # no share of misses reaches this burn rate
+        bad = round(PER_MIN * share)
         case = Case(
-            f"{rule.name}: every request misses for {stop} minutes, then none: the {tier[0]}/{tier[1]} tier "
-            f"fires, then lets go once its {tier[1]} window is clear"
+            f"{rule.name}: {bad / PER_MIN:.2%} of the {slo.events} miss for {stop} minutes, then none: the "
+            f"{tier[0]}/{tier[1]} tier fires, then lets go once its {tier[1]} window is clear"
         )
-        _two_parts(case, io, slo, (PER_MIN, 0), stop, after + 1)
-        # During the burst every tier fast enough to have passed its `for` fires, at a miss ratio of 1.
-        during = [
-            Expect(tiers[t], io.fleet_result(), 1.0)
-            for t, f in factors.items()
-            if f * budget < 1 and 1 + minutes(tiers[t].for_) <= stop - 1
+        _two_parts(case, io, slo, (bad, 0), stop, after + 1)
+        case.queries = [_paging(io, rule, stop - 1, True), _paging(io, rule, after, False)]
+        cases.append(case)
+    return cases
+
+
+def _paging(io: Inputs, rule: Alert, minute: int, firing: bool) -> QueryCheck:
+    """Whether this tier (alone: the others move too) fires at `minute`."""
+    state = {"alertname": rule.name, "alertstate": "firing", **rule.labels}
+    selected = ", ".join(f'{k}="{v}"' for k, v in state.items())
+    labels = {**io.fleet_result(), **state, "severity": rule.severity, "__name__": "ALERTS"}
+    return QueryCheck(minute, f"ALERTS{{{selected}}}", [(labels, 1)] if firing else [])
+
+
+# The hold of a page: a burst, a clean gap, then a burn that goes on, in multiples of the tier's
+# burn rate from each minute on, the minutes in sixtieths of the tier's long window. The second
+# burn fires the tier while the first is still in its long window, and when the first has left
+# it (at HELD_AT) only the short window still burns.
+HELD_PARTS, HELD_FIRED, HELD_AT = ((0, 6.0), (10, 0.0), (50, 2.0)), 56, 75
+
+
+def _held_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert]) -> list[Case]:
+    """A paging tier that fires stays firing while its short window burns, though its long
+    window no longer does (_long_or_paging): without it the page resolves at HELD_AT and pages
+    again later for the same burn. The windows are asserted where judged."""
+    budget = 1 - slo.objective
+    cases = []
+    for tier, rule in tiers.items():
+        limit, scale = TIER_OF[tier].factor * budget, seconds(tier[0]) / 3600
+        if rule.severity != "critical" or max(f for _, f in HELD_PARTS) * limit >= 1:
+            continue
+        step = 1 if scale == 1 else 5
+        fired = -(-int(HELD_FIRED * scale + minutes(rule.for_)) // step) * step
+        at = int(HELD_AT * scale)
+        parts = [(int(m * scale), round(PER_MIN * f * limit)) for m, f in HELD_PARTS]
+        per_minute = [
+            max((s, f) for s, f in ((int(m * scale), f) for m, f in HELD_PARTS) if s <= i)[1]
+            for i in range(at)
         ]
-        case.checks = [Check(stop - 1, rule.name, during), Check(after, rule.name, [])]
+        long, short = int(seconds(tier[0]) // 60), int(seconds(tier[1]) // 60)
+        for m, burns in ((fired, True), (at, False)):
+            long_mean, short_mean = _window_mean(per_minute, m, long), _window_mean(per_minute, m, short)
+            assert short_mean > 1.05 and (long_mean > 1.05 if burns else long_mean < 0.95), (
+                tier,
+                m,
+                long_mean,
+            )
+        case = Case(
+            f"{rule.name}: the {tier[0]}/{tier[1]} tier fires on a burn while an earlier burst is in its "
+            f"{tier[0]} window, and stays firing after that burst has left it, the {tier[1]} window still burning",
+            every=f"{step}m",
+        )
+        _parts(case, io, slo, parts, at + 1)
+        case.queries = [_paging(io, rule, fired, True), _paging(io, rule, at, True)]
+        cases.append(case)
+    return cases
+
+
+def _after_faster_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert]) -> list[Case]:
+    """A slower paging tier stays silent while the faster one's page is in its short window
+    (_after_faster): every request misses for the faster tier's burst (BURSTS), which it pages
+    on and resolves within its short window; misses go on at a share that burns the slower tier
+    alone, which fires only once the faster page is its short reach behind, then its `for`.
+    Judged two minutes either side of the bounds the faster page's end allows."""
+    budget = 1 - slo.objective
+    cases = []
+    for tier, rule in tiers.items():
+        faster = _faster(TIER_OF[tier])
+        if rule.severity != "critical" or not faster:
+            continue
+        fast = tiers[(faster[0].long, faster[0].short)]
+        stop = BURSTS[(fast.labels["long"], fast.labels["short"])][0]
+        gone = stop + minutes(_short_reach(faster[0])) + 2  # the faster page's last minute, at the latest
+        wait = minutes(_short_reach(TIER_OF[tier])) + 1 + minutes(rule.for_)
+        quiet, fired = stop + wait - 2, gone + wait + 2
+        bad = round(PER_MIN * _burning(TIER_OF[tier], budget))
+        case = Case(
+            f"{rule.name}: every request misses for {stop} minutes, then {bad / PER_MIN:.2%}: the "
+            f"{tier[0]}/{tier[1]} tier fires only once the {fast.labels['long']}/{fast.labels['short']} "
+            f"page is {_short_reach(TIER_OF[tier])} behind"
+        )
+        _parts(case, io, slo, [(0, PER_MIN), (stop, bad)], fired + 1)
+        case.queries = [
+            _paging(io, fast, stop - 1, True),
+            _paging(io, rule, quiet, False),
+            _paging(io, rule, fired, True),
+        ]
         cases.append(case)
     return cases
 
@@ -409,13 +565,7 @@ def _onset_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert]) -> l
         f"{percent(limit)} of the {ONSET_TIER[0]} window's {slo.events} ({spent:.2f} minutes)"
     )
     _two_parts(case, io, slo, (0, bad), ONSET_CLEAN, fired + 1)
-    firing = {"alertname": rule.name, "alertstate": "firing", "long": ONSET_TIER[0], "short": ONSET_TIER[1]}
-    selected = ", ".join(f'{k}="{v}"' for k, v in firing.items())
-    labels = {**io.fleet_result(), **firing, "severity": rule.severity, "__name__": "ALERTS"}
-    case.queries = [
-        QueryCheck(quiet, f"ALERTS{{{selected}}}", []),
-        QueryCheck(fired, f"ALERTS{{{selected}}}", [(labels, 1)]),
-    ]
+    case.queries = [_paging(io, rule, quiet, False), _paging(io, rule, fired, True)]
     return [case]
 
 
@@ -489,10 +639,7 @@ def _one_window_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert])
             )
             bad = tuple(round(PER_MIN * share * factors[tier] * budget) for share in (before, after))
             _two_parts(case, io, slo, bad, first, at + 1)
-            firing = ", ".join(
-                [f'alertname="{rule.name}"', 'alertstate="firing"', f'long="{tier[0]}"', f'short="{tier[1]}"']
-            )
-            case.queries = [QueryCheck(at, f"ALERTS{{{firing}}}", [])]
+            case.queries = [_paging(io, rule, at, False)]
             cases.append(case)
     return cases
 
@@ -507,10 +654,19 @@ def _window_mean(per_minute: list[float], at: int, window: int) -> float:
 def _two_parts(case: Case, io: Inputs, slo: Slo, bad: tuple[int, int], at: int, span: int) -> None:
     """The case's events: PER_MIN a minute, `bad[0]` of them bad up to minute `at`, then `bad[1]`,
     over minutes 0..span-1."""
-    first, then = Case("first"), Case("then")
-    _events(first, io, slo, PER_MIN, bad[0])
-    _events(then, io, slo, PER_MIN, bad[1])
-    case.series = _spliced(first.series, then.series, at, span)
+    _parts(case, io, slo, [(0, bad[0]), (at, bad[1])], span)
+
+
+def _parts(case: Case, io: Inputs, slo: Slo, parts: list[tuple[int, int]], span: int) -> None:
+    """The case's events: PER_MIN a minute, from each (minute, bad) of `parts` on (the first at
+    0) `bad` of them bad, over minutes 0..span-1."""
+    series: dict[str, str] | None = None
+    for at, bad in parts:
+        part = Case("part")
+        _events(part, io, slo, PER_MIN, bad)
+        series = part.series if series is None else _spliced(series, part.series, at, span)
+    assert series is not None
+    case.series = series
 
 
 def _spliced(first: dict[str, str], then: dict[str, str], at: int, span: int) -> dict[str, str]:
@@ -582,7 +738,7 @@ def _floor_cases(io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str
                 assert abs(fires - at) >= 2, f"{judged.name} {other}: fires at {fires}, judged at {at}"
                 if fires < at:
                     expected.append(Expect(judged, io.fleet_result(), 1.0))
-            case.checks = [Check(at, rules[0].name, expected)]
+            case.checks = [Check(at, rules[0].name, _one_page(expected))]
             _stretch(case)
             cases.append(case)
     return cases
@@ -693,7 +849,7 @@ def _tier_checks(case, rules, tiers, factors, budget, value, result) -> None:
         expected = [
             Expect(tiers[t], result, value) for t in firing_tiers if minute >= 1 + minutes(tiers[t].for_)
         ]
-        case.checks.append(Check(minute, rules[0].name, expected))
+        case.checks.append(Check(minute, rules[0].name, _one_page(expected)))
     _stretch(case)
 
 
