@@ -464,6 +464,16 @@ def _paging(io: Inputs, rule: Alert, minute: int, firing: bool) -> QueryCheck:
     return QueryCheck(minute, f"ALERTS{{{selected}}}", [(labels, 1)] if firing else [])
 
 
+def _same_page(io: Inputs, rule: Alert, minute: int) -> QueryCheck:
+    """The tier's alert at `minute` is one alert, with the tier's own labels: a hold that reads
+    its ALERTS without the long window (`or ALERTS{...}` alone) keeps ALERTS firing, but through
+    a second alert labelled alertstate="firing" that takes over the page, a new notification.
+    Only ALERTS_FOR_STATE (a rule with a `for`) keeps an alert's own labels as they are."""
+    tier = {"alertname": rule.name, **rule.labels, "severity": rule.severity}
+    selected = ", ".join(f'{k}="{v}"' for k, v in tier.items())
+    return QueryCheck(minute, f"ALERTS_FOR_STATE{{{selected}}} > bool 0", [({**io.fleet_result(), **tier}, 1)])
+
+
 # The hold of a page: a burst, a clean gap, then a burn that goes on, in multiples of the tier's
 # burn rate from each minute on, the minutes in sixtieths of the tier's long window. The second
 # burn fires the tier while the first is still in its long window, and when the first has left
@@ -503,17 +513,26 @@ def _held_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert]) -> li
             every=f"{step}m",
         )
         _parts(case, io, slo, parts, at + 1)
-        case.queries = [_paging(io, rule, fired, True), _paging(io, rule, at, True)]
+        # Firing at every step from its first to the end, and still the same alert at the end.
+        case.queries = [_paging(io, rule, m, True) for m in range(fired, at + 1, step)]
+        case.queries += [_same_page(io, rule, at)] if rule.for_ else []
         cases.append(case)
     return cases
 
 
+# The faster tier's burst in _after_faster_cases, in multiples of its burn rate: a burst of every
+# request would leave the slower tier's short window reading 0 for two minutes as it leaves it
+# (the 5-minute rates' edges put back assume steady traffic), which resets that tier's `for` and
+# hides a wait cut short.
+AFTER_FASTER_BURST = 3.0
+
+
 def _after_faster_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert]) -> list[Case]:
     """A slower paging tier stays silent while the faster one's page is in its short window
-    (_after_faster): every request misses for the faster tier's burst (BURSTS), which it pages
-    on and resolves within its short window; misses go on at a share that burns the slower tier
-    alone, which fires only once the faster page is its short reach behind, then its `for`.
-    Judged two minutes either side of the bounds the faster page's end allows."""
+    (_after_faster): misses at AFTER_FASTER_BURST times the faster tier's burn rate for its burst
+    (BURSTS), which it pages on and resolves within its short window; misses go on at a share that
+    burns the slower tier alone, which fires only once the faster page is its short reach behind,
+    then its `for`. Judged two minutes either side of the bounds the faster page's end allows."""
     budget = 1 - slo.objective
     cases = []
     for tier, rule in tiers.items():
@@ -526,12 +545,14 @@ def _after_faster_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert
         wait = minutes(_short_reach(TIER_OF[tier])) + 1 + minutes(rule.for_)
         quiet, fired = stop + wait - 2, gone + wait + 2
         bad = round(PER_MIN * _burning(TIER_OF[tier], budget))
+        burst = round(PER_MIN * min(1.0, AFTER_FASTER_BURST * faster[0].factor * budget))
         case = Case(
-            f"{rule.name}: every request misses for {stop} minutes, then {bad / PER_MIN:.2%}: the "
+            f"{rule.name}: {burst / PER_MIN:.2%} of the {slo.events} miss for {stop} minutes, then "
+            f"{bad / PER_MIN:.2%}: the "
             f"{tier[0]}/{tier[1]} tier fires only once the {fast.labels['long']}/{fast.labels['short']} "
             f"page is {_short_reach(TIER_OF[tier])} behind"
         )
-        _parts(case, io, slo, [(0, PER_MIN), (stop, bad)], fired + 1)
+        _parts(case, io, slo, [(0, burst), (stop, bad)], fired + 1)
         case.queries = [
             _paging(io, fast, stop - 1, True),
             _paging(io, rule, quiet, False),
