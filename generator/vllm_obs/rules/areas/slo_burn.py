@@ -471,7 +471,9 @@ def _same_page(io: Inputs, rule: Alert, minute: int) -> QueryCheck:
     Only ALERTS_FOR_STATE (a rule with a `for`) keeps an alert's own labels as they are."""
     tier = {"alertname": rule.name, **rule.labels, "severity": rule.severity}
     selected = ", ".join(f'{k}="{v}"' for k, v in tier.items())
-    return QueryCheck(minute, f"ALERTS_FOR_STATE{{{selected}}} > bool 0", [({**io.fleet_result(), **tier}, 1)])
+    return QueryCheck(
+        minute, f"ALERTS_FOR_STATE{{{selected}}} > bool 0", [({**io.fleet_result(), **tier}, 1)]
+    )
 
 
 # The hold of a page: a burst, a clean gap, then a burn that goes on, in multiples of the tier's
