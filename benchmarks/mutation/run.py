@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
-from vllm_obs.promql import seconds
 
 from tests.support.rule_slices import (
     RuleFiles,
@@ -27,6 +26,7 @@ from tests.support.rule_slices import (
     named_alerts,
     narrowed,
     promtool_each_file_on_its_slice,
+    span_minutes,
 )
 
 from .mutants import Mutant, mutants_of
@@ -192,15 +192,9 @@ def stages(tests: dict[str, dict]) -> list[dict[str, dict]]:
     for short in (True, False):
         stage = {}
         for name, test in tests.items():
-            cases = [c for c in test["tests"] if (_span_minutes(c) <= SHORT_CASE_MINUTES) == short]
+            cases = [c for c in test["tests"] if (span_minutes(c) <= SHORT_CASE_MINUTES) == short]
             if cases:
                 stage[name] = {**test, "tests": cases}
         if stage:
             out.append(stage)
     return out
-
-
-def _span_minutes(case: dict) -> float:
-    """The last evaluation time a promtool test case judges, in minutes."""
-    times = [c["eval_time"] for c in case.get("alert_rule_test", []) + case.get("promql_expr_test", [])]
-    return max((seconds(t) / 60 for t in times), default=0.0)

@@ -10,7 +10,7 @@ import yaml
 
 from tests.generator.test_bad_input import run_failing
 from tests.generator.test_rules import check_and_test
-from tests.support.bundles import BURN_ONE_WINDOW_FILE, BURN_TEST_FILES, generate
+from tests.support.bundles import ANOTHER_RELEASE, BURN_TEST_FILES, generate
 from tests.support.rule_slices import promtool_each_file_on_its_slice
 
 pytestmark = pytest.mark.prometheus
@@ -45,7 +45,7 @@ def test_the_real_data_parallel_capture_names_the_engine(tmp_path):
     by_name = {r["alert"]: r for g in rules["groups"] for r in g["rules"]}
     assert "engine {{ $labels.engine }}" in by_name["VllmKVCachePressure"]["annotations"]["description"]
     assert "VllmEngineImbalance" in by_name
-    check_and_test(bundle, skip=(BURN_ONE_WINDOW_FILE,))
+    check_and_test(bundle, **ANOTHER_RELEASE)
 
 
 @pytest.mark.parametrize(
@@ -74,7 +74,7 @@ def test_feature_bundles_pass_their_promtool_tests(args, tmp_path):
         assert "VllmSpecDecodeAcceptanceLow" in names
     if "nixl" in args or "kv_offload" in args:
         assert "VllmKVTransferFailures" in names
-    check_and_test(bundle, skip=(BURN_ONE_WINDOW_FILE,))
+    check_and_test(bundle, **ANOTHER_RELEASE)
 
 
 def test_features_off_leave_no_feature_alert_but_admission_and_engines(tmp_path):

@@ -16,7 +16,7 @@ from vllm_obs.catalog import Catalog
 from vllm_obs.releases import parse_release
 
 from tests.generator.test_rules import check_and_test
-from tests.support.bundles import BURN_ONE_WINDOW_FILE, generate, rule_exprs
+from tests.support.bundles import ANOTHER_RELEASE, generate, rule_exprs
 
 METRICS = Path(__file__).parent.parent / "fixtures" / "metrics"
 TRAFFIC = METRICS / "vllm-0.32.0-cpu-traffic.prom"
@@ -78,7 +78,7 @@ def test_an_unhealthy_engine_takes_its_replica_out_of_the_model_s_capacity(fault
     assert '"cause", "unhealthy"' in unready and "vllm:engine_healthy" in unready
     tests = (fault_tolerant / "tests" / "rules" / "capacity.test.yml").read_text()
     assert "engine reports unhealthy" in tests
-    check_and_test(fault_tolerant, skip=(BURN_ONE_WINDOW_FILE,))
+    check_and_test(fault_tolerant, **ANOTHER_RELEASE)
 
 
 def test_a_sleeping_engine_is_neither_hung_nor_stalled_where_the_source_shows_sleep(tmp_path) -> None:

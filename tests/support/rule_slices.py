@@ -4,8 +4,8 @@ promtool evaluates every rule it is given at every step of a test, and a burn-ra
 spans hours of steps. An alert reads only series: raw ones from the test's input and recorded
 ones. Given the alert and every recording rule it reads (directly or through other recorded
 series), each kept in its group and in its place there, promtool computes the same values for
-it as with the whole bundle, for a fraction of the work. An alert that reads ALERTS depends on
-other alerts too, so it has no slice.
+it as with the whole bundle, for a fraction of the work. An alert that reads the ALERTS of
+alerts outside the set has no slice; one that reads only its own (a page held open) has one.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from vllm_obs.promql import seconds
 
 from tests.support.monitoring import binary
 
@@ -57,6 +58,12 @@ def named_alerts(case: dict) -> frozenset[str]:
     for test in case.get("promql_expr_test", []):
         named.update(_READS_ALERT.findall(test["expr"]))
     return frozenset(named)
+
+
+def span_minutes(case: dict) -> float:
+    """The last evaluation time a promtool test case judges, in minutes."""
+    times = [c["eval_time"] for c in case.get("alert_rule_test", []) + case.get("promql_expr_test", [])]
+    return max((seconds(t) / 60 for t in times), default=0.0)
 
 
 def reads_recorded(case: dict) -> bool:
@@ -134,7 +141,11 @@ PASSED_DIR_ENV = "VLLM_OBS_PROMTOOL_PASSED"
 
 
 def promtool_each_file_on_its_slice(
-    bundle: Path, skip: tuple[str, ...] = (), first_failure: bool = False, only: tuple[str, ...] = ()
+    bundle: Path,
+    skip: tuple[str, ...] = (),
+    first_failure: bool = False,
+    only: tuple[str, ...] = (),
+    longest: float | None = None,
 ) -> list[str]:
     """Run the cases of each of the bundle's promtool test files on the slice of the alerts they
     name, one run per set of alerts; the output of each run that fails. Cases with expression
@@ -142,7 +153,8 @@ def promtool_each_file_on_its_slice(
     one that already passed in this process is not repeated: bundles of other releases often
     share rules byte for byte. `skip` names test files not to run, `only` the files to run alone
     (a change to one area's rules); `first_failure` stops at the first run that fails (for a test
-    that only needs the broken rule noticed)."""
+    that only needs the broken rule noticed); `longest` leaves out the cases judged after that
+    many minutes."""
     promtool = binary("promtool")
     rules = RuleFiles(bundle)
     failures = []
@@ -158,6 +170,8 @@ def promtool_each_file_on_its_slice(
         # An expression test may read any recorded series: those cases run on the whole rules.
         by_alerts: dict[tuple[frozenset[str], bool], list[dict]] = {}
         for case in test.get("tests", []):
+            if longest is not None and span_minutes(case) > longest:
+                continue
             by_alerts.setdefault((named_alerts(case), reads_recorded(case)), []).append(case)
         for (alerts, exprs), cases in by_alerts.items():
             sliceable = alerts and not exprs and set(files) == {ALERT_FILE, RECORDING_FILE}
