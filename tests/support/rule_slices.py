@@ -135,6 +135,7 @@ class RuleFiles:
         return _kept(self.alerting, lambda r: alerts is None or r.get("alert") in alerts, substitute)
 
 
+SAID = 3000  # characters kept of each end of promtool's output when it fails
 _PASSED: set[str] = set()  # digests of (slice, test file) runs that passed, in this process
 # A folder where every test worker of one run marks the runs that passed (tests/conftest.py).
 PASSED_DIR_ENV = "VLLM_OBS_PROMTOOL_PASSED"
@@ -208,7 +209,9 @@ def _promtool_once(promtool: str, name: str, files: dict[str, str], test: dict) 
             [promtool, "test", "rules", f"tests/rules/{name}"], cwd=where, capture_output=True, text=True
         )
     if done.returncode != 0:
-        return (done.stdout + done.stderr)[-4000:]
+        said = done.stdout + done.stderr
+        # Its first failures and its last: promtool lists failed cases in the file's order.
+        return said if len(said) <= 2 * SAID else f"{said[:SAID]}\n[...]\n{said[-SAID:]}"
     _PASSED.add(digest)
     if shared:
         (Path(shared) / digest).touch()
