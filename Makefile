@@ -28,10 +28,10 @@ secrets:
 	$(PYTHON) stack/make_secrets.py secrets
 
 ## Run the whole test suite: unit, promtool/amtool, real Alertmanager and Prometheus, real vLLM.
-## Everything but the drills runs on three workers (on two workers a quarter of the two cores sat
-## idle while tests waited on real servers: scrapes, Alertmanager's group waits, a vLLM starting;
-## a third worker fills it); the drills run alone afterwards, because they time alerts on real servers and
-## another worker's load would skew the timings.
+## Everything but the drills runs on three workers (on two, a quarter of the two cores sat idle
+## while tests waited on real servers: scrapes, Alertmanager's group waits, a vLLM starting; a
+## third worker fills it); the drills run alone afterwards, because they time alerts on real
+## servers and another worker's load would skew the timings.
 ## Both halves always run; the target fails if either does.
 test: venv system-deps vllm-venv
 	@status=0; \

@@ -18,6 +18,7 @@ from vllm_obs.catalog import Catalog
 
 from tests.support.bundles import (
     ANOTHER_RELEASE,
+    BURN_FAST_TIERS_MINUTES,
     BURN_TEST_FILES,
     dashboard_exprs,
     generate,
@@ -105,8 +106,10 @@ def test_a_slice_still_catches_a_broken_burn_rule(tmp_path):
     assert text.count("> (14.4 * ") >= 2
     path.write_text(text.replace("> (14.4 * ", "> (20 * "))
     # The burn scenarios' own file (the other files read no burn alert), but for the cases of the
-    # 1d and 3d tiers, judged after 90 minutes: the factor changed is the 1h/5m tier's.
-    failures = promtool_each_file_on_its_slice(bundle, only=("slo-burn.test.yml",), longest=90.0)
+    # 1d and 3d tiers: the factor changed is the 1h/5m tier's.
+    failures = promtool_each_file_on_its_slice(
+        bundle, only=("slo-burn.test.yml",), longest=BURN_FAST_TIERS_MINUTES
+    )
     assert [f.split(":\n", 1)[0] for f in failures] == [
         f"slo-burn.test.yml ({alert})"
         for alert in (
