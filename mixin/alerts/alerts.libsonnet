@@ -647,7 +647,7 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(ALERTS{alertname="VllmTimeToFirstTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
+              'count_over_time(ALERTS{alertname=~"VllmAvailabilityBudgetBurn|VllmTimeToFirstTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +
@@ -752,7 +752,7 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name)\n' +
               'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(ALERTS{alertname="VllmTimePerOutputTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
+              'count_over_time(ALERTS{alertname=~"VllmAvailabilityBudgetBurn|VllmTimePerOutputTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +

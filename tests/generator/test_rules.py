@@ -28,7 +28,7 @@ from tests.support.bundles import (
     selected_names,
 )
 from tests.support.monitoring import binary
-from tests.support.rule_slices import promtool_each_file_on_its_slice
+from tests.support.rule_slices import RuleFiles, promtool_each_file_on_its_slice
 
 pytestmark = pytest.mark.prometheus
 
@@ -119,6 +119,17 @@ def test_a_slice_still_catches_a_broken_burn_rule(tmp_path):
         )
     ]
     assert all("just above burn rate 14.4" in f for f in failures)
+
+
+def test_a_slice_holds_the_pages_its_alert_waits_behind():
+    """A latency SLO's slow paging tier reads availability's page (it waits behind it): its
+    slice must evaluate that alert too, or the wait reads nothing and its cases judge another
+    rule. Availability's tiers read only their own pages."""
+    rules = RuleFiles(REPO)
+    ttft = rules.slice({"VllmTimeToFirstTokenBudgetBurn"})
+    availability = rules.slice({"VllmAvailabilityBudgetBurn"})
+    assert ttft is not None and ttft.alerts == {"VllmTimeToFirstTokenBudgetBurn", "VllmAvailabilityBudgetBurn"}
+    assert availability is not None and availability.alerts == {"VllmAvailabilityBudgetBurn"}
 
 
 @pytest.mark.parametrize("release, engine", ERAS, ids=lambda v: v)

@@ -5,7 +5,8 @@ spans hours of steps. An alert reads only series: raw ones from the test's input
 ones. Given the alert and every recording rule it reads (directly or through other recorded
 series), each kept in its group and in its place there, promtool computes the same values for
 it as with the whole bundle, for a fraction of the work. An alert that reads the ALERTS of
-alerts outside the set has no slice; one that reads only its own (a page held open) has one.
+named alerts (its own page held open, the other SLOs' pages it waits behind) brings them into
+its slice; one that reads the ALERTS of any alert has no slice.
 """
 
 from __future__ import annotations
@@ -48,7 +49,13 @@ def narrowed(test: dict, groups: set[str] | frozenset[str]) -> dict:
 
 # An expression test that reads only one alert's state: ALERTS{alertname="...", ...}, or its
 # ALERTS_FOR_STATE compared with 0 (its labels, whatever the time it became active).
-_READS_ALERT = re.compile(r'ALERTS(?:_FOR_STATE)?\{alertname="([A-Za-z0-9_]+)"[^{}]*\}(?: > bool 0)?')
+_READS_ALERT = re.compile(r'ALERTS(?:_FOR_STATE)?\{alertname=~?"([A-Za-z0-9_|]+)"[^{}]*\}(?: > bool 0)?')
+
+
+def alerts_read(expr: str) -> set[str]:
+    """The alerts whose state (ALERTS) an expression reads by name (`alertname="A"` or
+    `alertname=~"A|B"`)."""
+    return {name for names in _READS_ALERT.findall(expr) for name in names.split("|")}
 
 
 def named_alerts(case: dict) -> frozenset[str]:
@@ -56,7 +63,7 @@ def named_alerts(case: dict) -> frozenset[str]:
     whose state (ALERTS) its expression tests read."""
     named = {c["alertname"] for c in case.get("alert_rule_test", [])}
     for test in case.get("promql_expr_test", []):
-        named.update(_READS_ALERT.findall(test["expr"]))
+        named.update(alerts_read(test["expr"]))
     return frozenset(named)
 
 
@@ -97,17 +104,22 @@ class RuleFiles:
         self.recording = yaml.safe_load(self.recording_path.read_text())
 
     def slice(self, alerts: set[str] | frozenset[str]) -> Slice | None:
-        """The rules these alerts need, or None when one of them reads the state of an alert
-        not among them (ALERTS of another alert, or of any)."""
-        rules = [
-            (g["name"], r) for g in self.alerting["groups"] for r in g["rules"] if r.get("alert") in alerts
-        ]
-        for _, r in rules:
-            # A burn tier reads its own alert's state (a page held open); that is in the slice.
-            if r["expr"].count("ALERTS") != len(_READS_ALERT.findall(r["expr"])) or not set(
-                _READS_ALERT.findall(r["expr"])
-            ) <= set(alerts):
+        """The rules these alerts need, with the alerts whose state they read, or None when one
+        of them reads the state of alerts not named (ALERTS of any)."""
+        wanted = set(alerts)
+        while True:
+            rules = [
+                (g["name"], r)
+                for g in self.alerting["groups"]
+                for r in g["rules"]
+                if r.get("alert") in wanted
+            ]
+            if any(r["expr"].count("ALERTS") != len(_READS_ALERT.findall(r["expr"])) for _, r in rules):
                 return None
+            read = {name for _, r in rules for name in alerts_read(r["expr"])}
+            if read <= wanted:
+                break
+            wanted |= read
         recorded = {
             r["record"]: (g["name"], r["expr"])
             for g in self.recording["groups"]
@@ -122,7 +134,7 @@ class RuleFiles:
                 needed.add(name)
                 todo += [n for n in _NAME.findall(recorded[name][1]) if n in recorded]
         return Slice(
-            alerts=frozenset(alerts),
+            alerts=frozenset(wanted),
             recording=_kept(self.recording, lambda r: r.get("record") in needed),
             groups=frozenset({g for g, _ in rules} | {recorded[n][0] for n in needed}),
         )

@@ -170,7 +170,7 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
                     f"and on ({fleet})\n{slo.miss(tier.short)} > {limit}\n"
                     # Too few requests to judge: one slow request on a quiet model pages nobody.
                     f"and on ({fleet})\n{requests_in(tier.long)} >= {number(v.cfg.slo.min_requests)}"
-                    + (_after_faster(name, tier, fleet) + _capacity_hold(v, tier) if paging else "")
+                    + (_after_faster(v, slo, tier, fleet) + _capacity_hold(v, tier) if paging else "")
                 ),
                 for_=tier.for_,
                 severity=tier.severity,
@@ -203,15 +203,28 @@ def _long_or_paging(name: str, tier: BurnTier, long: str, fleet: str, limit: str
     return f"(\n  {long} > {limit}\n  or\n  {long} and on ({fleet}) {_firing(name, tier)}\n)"
 
 
-def _after_faster(name: str, tier: BurnTier, fleet: str) -> str:
+def _after_faster(v: Vocabulary, slo: Slo, tier: BurnTier, fleet: str) -> str:
     """One incident, one page: a slower paging tier does not fire while a faster one pages, nor
     until the misses that one paged on have left its short window. Its `for` would otherwise
     make it fire after a short incident's page resolved (the 6h/30m tier 15 minutes into its
-    short window's burn, which outlasts the 1h/5m tier's), a second page for an incident over."""
+    short window's burn, which outlasts the 1h/5m tier's), a second page for an incident over.
+    A latency SLO's tier waits behind availability's faster page too: a failed request misses
+    the latency SLOs, so an error burst that pages availability's 1h/5m tier burns the TTFT
+    6h/30m tier as well, and the inhibition that silences that page ends with availability's."""
     return "".join(
-        f"\nunless on ({fleet})\ncount_over_time({_firing(name, t)}[{_short_reach(tier)}])"
+        f"\nunless on ({fleet})\ncount_over_time({_paging_at(v, slo, t)}[{_short_reach(tier)}])"
         for t in _faster(tier)
     )
+
+
+def _paging_at(v: Vocabulary, slo: Slo, tier: BurnTier) -> str:
+    """The pages of this tier an SLO's slower tiers wait behind, as Prometheus records them
+    while they fire: the SLO's own, and for a latency SLO availability's."""
+    names = [ALERTS[slo.name]]
+    if slo.signal is not None and v.slo("availability") is not None:
+        names.insert(0, ALERTS["availability"])
+    matcher = f'alertname="{names[0]}"' if len(names) == 1 else f'alertname=~"{"|".join(names)}"'
+    return selector("ALERTS", matcher, 'alertstate="firing"', f'long="{tier.long}"', f'short="{tier.short}"')
 
 
 def _short_reach(tier: BurnTier) -> str:
@@ -238,7 +251,8 @@ def _held(v: Vocabulary) -> str:
         f"({holds} after the replicas are back, `paging.recovery_for` included): the capacity "
         "page is the incident. Once a paging tier fires it stays open while its short window "
         "still burns, though its long window may have let go of an earlier burst; a slower paging "
-        "tier does not fire while a faster one pages, nor until that page has left its short "
+        "tier does not fire while a faster one pages (for a latency SLO, availability's too: a "
+        "failed request misses the latency SLOs), nor until that page has left its short "
         f"window ({_after_faster_words()}): one incident, one page."
     )
 
@@ -561,7 +575,50 @@ def _after_faster_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert
             _paging(io, rule, fired, True),
         ]
         cases.append(case)
+        cases += _after_availability_cases(io, slo, tier, rule, faster[0])
     return cases
+
+
+def _after_availability_cases(
+    io: Inputs, slo: Slo, tier: tuple[str, str], rule: Alert, faster: BurnTier
+) -> list[Case]:
+    """A latency SLO's slower paging tier waits behind availability's faster page too
+    (_after_faster): requests fail at AFTER_FASTER_BURST times availability's burn rate, which
+    pages availability and, as misses, burns the latency SLO under its faster tier's rate; then
+    the requests succeed, but slow, at a share that burns this tier alone. It fires only once
+    the availability page is its short reach behind, then its `for`; judged as the own-SLO case."""
+    availability = io.v.slo("availability")
+    if slo.name == "availability" or availability is None:
+        return []
+    budget, allowed = 1 - slo.objective, 1 - availability.objective
+    failed = round(PER_MIN * min(1.0, AFTER_FASTER_BURST * faster.factor * allowed))
+    if failed / PER_MIN >= faster.factor * budget:
+        return []  # the failures alone would page this SLO's faster tier
+    fast = next(
+        r for r in _burn_rules(io.v, availability) if r.labels == {"long": faster.long, "short": faster.short}
+    )
+    stop = BURSTS[(faster.long, faster.short)][0]
+    gone = stop + minutes(_short_reach(faster)) + 2
+    wait = minutes(_short_reach(TIER_OF[tier])) + 1 + minutes(rule.for_)
+    quiet, fired = stop + wait - 2, gone + wait + 2
+    bad = round(PER_MIN * _burning(TIER_OF[tier], budget))
+    case = Case(
+        f"{rule.name}: {failed / PER_MIN:.2%} of the requests fail for {stop} minutes, then "
+        f"{bad / PER_MIN:.2%} of the {slo.events} miss: the {tier[0]}/{tier[1]} tier fires only once "
+        f"the availability {faster.long}/{faster.short} page is {_short_reach(TIER_OF[tier])} behind"
+    )
+    first, then = Case("failing"), Case("slow")
+    if io.outcomes(first, SPAN, PER_MIN - failed, failed) == "none":
+        return []  # this source cannot tell a failure
+    _observed(first, io, slo, PER_MIN - failed, 0)  # a failed request is observed by no histogram
+    _events(then, io, slo, PER_MIN, bad)
+    case.series = _spliced(first.series, then.series, stop, fired + 1)
+    case.queries = [
+        _paging(io, fast, stop - 1, True),
+        _paging(io, rule, quiet, False),
+        _paging(io, rule, fired, True),
+    ]
+    return [case]
 
 
 # A burst of misses on a model that was clean for longer than the tier's long window, of the share
@@ -841,10 +898,16 @@ def _events(case: Case, io: Inputs, slo: Slo, per_min: float, bad: float) -> Non
     if slo.name == "availability":
         io.outcomes(case, SPAN, per_min - bad, bad)
         return
+    io.outcomes(case, SPAN, per_min, 0)  # the requests: the floor counts them
+    _observed(case, io, slo, per_min, bad)
+
+
+def _observed(case: Case, io: Inputs, slo: Slo, per_min: float, bad: float) -> None:
+    """`per_min` observations a minute of a latency SLO's histogram, `bad` of them over its
+    threshold."""
     assert slo.signal is not None and slo.threshold is not None
     sig = io.res[slo.signal]
     labels = io.labels(signal=sig)
-    io.outcomes(case, SPAN, per_min, 0)  # the requests: the floor counts them
     case.add(
         series_text(sig.bucket, {**labels, "le": bucket_text(slo.threshold)}),
         f"0+{number(per_min - bad)}x{SPAN}",
