@@ -206,7 +206,18 @@ def load_patterns(path: Path | None = None) -> PatternSet:
 
 def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
     seen: set[str] = set()
-    allowed = {"name", "kind", "reason", "phase", "context", "anchor", "regex", "versions", "sample", "source"}
+    allowed = {
+        "name",
+        "kind",
+        "reason",
+        "phase",
+        "context",
+        "anchor",
+        "regex",
+        "versions",
+        "sample",
+        "source",
+    }
     for index, entry in enumerate(entries):
         where = f"{origin} entry {index + 1}"
         if not isinstance(entry, dict):
@@ -252,7 +263,9 @@ def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
         if context is not None and context not in FRAME_CONTEXTS:
             raise PatternError(f"{where} has unknown context {context!r}; known: {', '.join(FRAME_CONTEXTS)}")
         if kind == "frame" and not (regex.pattern.startswith("^") and regex.pattern.endswith("$")):
-            raise PatternError(f"{where}: a frame regex must match the whole line (^...$), so text around it never matches")
+            raise PatternError(
+                f"{where}: a frame regex must match the whole line (^...$), so text around it never matches"
+            )
         if entry["anchor"] not in entry["sample"]:
             raise PatternError(f"{where}: the sample does not contain the anchor {entry['anchor']!r}")
         messages = parse_line(clean_line(entry["sample"].encode("utf-8"))).messages

@@ -128,8 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=3,
         metavar="N",
-        help="/ready answers 503 after N probes in a row fail (and before the first success); "
-        "default 3",
+        help="/ready answers 503 after N probes in a row fail (and before the first success); default 3",
     )
     serve.add_argument(
         "--once",

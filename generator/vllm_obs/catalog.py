@@ -207,7 +207,10 @@ def _build(data: dict[str, Any]) -> Catalog:
             raise fail(f"metrics.{name}", f"unknown type {spec['type']!r}")
         unreleased = str(spec.get("unreleased", ""))
         if bool(unreleased) == bool(spec["variants"]):
-            raise fail(f"metrics.{name}", "a series has variants, or (in no release yet) says where it was read in `unreleased`")
+            raise fail(
+                f"metrics.{name}",
+                "a series has variants, or (in no release yet) says where it was read in `unreleased`",
+            )
         variants = []
         for j, v in enumerate(spec["variants"]):
             where = f"metrics.{name}.variants[{j}]"

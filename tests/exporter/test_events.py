@@ -397,7 +397,11 @@ def test_an_engine_exception_out_of_view_of_the_start_is_told_by_its_traceback()
     assert {k: v for k, v in starting.counts.events.items() if v} == {"startup_failed": 1}
     assert {k: v for k, v in starting.counts.startup_failures.items() if v} == {"engine_init_failed": 1}
     # With the start in view, the phase decides at once.
-    assert events(START + line("10:05:00", HIT)) == {"startup_begin": 1, "startup_complete": 1, "engine_dead": 1}
+    assert events(START + line("10:05:00", HIT)) == {
+        "startup_begin": 1,
+        "startup_complete": 1,
+        "engine_dead": 1,
+    }
 
 
 def test_an_engine_exception_nothing_tells_apart_is_a_death_once_it_settles() -> None:
@@ -419,7 +423,10 @@ def test_an_engine_exception_nothing_tells_apart_is_a_death_once_it_settles() ->
 def test_a_start_method_in_a_traceback_makes_an_oom_a_failed_start_in_either_order() -> None:
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 2 has"
     frame = '  File "/x/vllm/v1/worker/gpu_worker.py", line 507, in compile_or_warm_up_model'
-    for text in (line("10:00:00", oom) + line("10:00:00", frame), line("10:00:00", frame) + line("10:00:00", oom)):
+    for text in (
+        line("10:00:00", oom) + line("10:00:00", frame),
+        line("10:00:00", frame) + line("10:00:00", oom),
+    ):
         pipeline = run(text)
         assert {k: v for k, v in pipeline.counts.events.items() if v} == {"oom": 1, "startup_failed": 1}
         assert {k: v for k, v in pipeline.counts.startup_failures.items() if v} == {"out_of_memory": 1}
@@ -432,9 +439,8 @@ def test_a_start_method_in_a_traceback_makes_an_oom_a_failed_start_in_either_ord
 
 
 def test_an_oom_just_before_a_generic_start_failure_is_its_reason() -> None:
-    text = (
-        line("10:00:00", "Cuda failure 2 'out of memory'", proc="VllmWorker rank=3 pid=2")
-        + line("10:00:00", "EngineCore failed to start.")
+    text = line("10:00:00", "Cuda failure 2 'out of memory'", proc="VllmWorker rank=3 pid=2") + line(
+        "10:00:00", "EngineCore failed to start."
     )
     pipeline = run(text)
     assert {k: v for k, v in pipeline.counts.events.items() if v} == {"oom": 1, "startup_failed": 1}
@@ -472,10 +478,14 @@ def test_a_death_takes_the_cause_printed_before_or_after_it() -> None:
     before = run(START + line("10:05:00", OOM) + api("10:05:00", DEAD_ERROR, "ERROR"))
     assert deaths(before) == {"out_of_memory": 1}
     # The engine core's record names the death first; its traceback ends in the cause.
-    after = run(START + line("10:05:00", FATAL) + line("10:05:00", FAULT) + api("10:05:01", DEAD_ERROR, "ERROR"))
+    after = run(
+        START + line("10:05:00", FATAL) + line("10:05:00", FAULT) + api("10:05:01", DEAD_ERROR, "ERROR")
+    )
     assert deaths(after) == {"gpu_fault": 1}
     assert after.counts.events["engine_dead"] == 1
-    own = run(START + line("10:05:00", TIMEOUT, proc="RayWorkerVllm pid=9") + api("10:05:01", DEAD_ERROR, "ERROR"))
+    own = run(
+        START + line("10:05:00", TIMEOUT, proc="RayWorkerVllm pid=9") + api("10:05:01", DEAD_ERROR, "ERROR")
+    )
     assert deaths(own) == {"nccl_timeout": 1}
     assert deaths(run(START + api("10:05:00", DEAD_ERROR, "ERROR"))) == {"other": 1}
 

@@ -49,7 +49,11 @@ def test_the_connector_families_are_listed_from_the_release_that_brought_them() 
     assert hisparse_counters <= names("0.30.0", "hisparse")
     assert "vllm:hisparse_host_cache_usage_perc" in names("0.32.0", "hisparse")
     assert "vllm:hisparse_host_cache_usage_perc" not in names("0.31.0", "hisparse")
-    for name in ("vllm:num_requests_waiting_by_reason", "vllm:request_num_preemptions", "vllm:engine_sleep_state"):
+    for name in (
+        "vllm:num_requests_waiting_by_reason",
+        "vllm:request_num_preemptions",
+        "vllm:engine_sleep_state",
+    ):
         assert name in names("0.33.0"), name
 
 
@@ -74,7 +78,9 @@ def fault_tolerant(tmp_path_factory) -> Path:
 def test_an_unhealthy_engine_takes_its_replica_out_of_the_model_s_capacity(fault_tolerant) -> None:
     manifest = (fault_tolerant / ".vllm-obs-manifest.json").read_text()
     assert "a release newer than the catalog" in manifest
-    (unready,) = [e for k, e in rule_exprs(fault_tolerant).items() if k.endswith(":vllm_replica_unready:cause")]
+    (unready,) = [
+        e for k, e in rule_exprs(fault_tolerant).items() if k.endswith(":vllm_replica_unready:cause")
+    ]
     assert '"cause", "unhealthy"' in unready and "vllm:engine_healthy" in unready
     tests = (fault_tolerant / "tests" / "rules" / "capacity.test.yml").read_text()
     assert "engine reports unhealthy" in tests

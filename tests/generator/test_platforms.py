@@ -92,19 +92,32 @@ def test_an_llm_inference_service_is_counted_once_with_its_labels(tmp_path, caps
     engine: the bundle reads the copy only, so no engine counts twice, and keeps its labels."""
     fixture = PLATFORMS["kserve-llmisvc"][1]
     assert vllm_obs(["generate", "--out", str(tmp_path / "bundle"), "--metrics-file", str(fixture)]) == 0
-    assert "scrapes the servers itself, under the job <namespace>/kserve-llm-isvc-vllm-engine" in capsys.readouterr().err
+    assert (
+        "scrapes the servers itself, under the job <namespace>/kserve-llm-isvc-vllm-engine"
+        in capsys.readouterr().err
+    )
     exprs = rule_exprs(tmp_path / "bundle")
-    served = {n for e in exprs.values() for n in re.findall(r"\b[a-z_]*(?:vllm:[a-z_]+|http_requests_total|process_[a-z_]+)", e)}
-    assert served and all(n.startswith("kserve_") for n in served), sorted(n for n in served if not n.startswith("kserve_"))
+    served = {
+        n
+        for e in exprs.values()
+        for n in re.findall(r"\b[a-z_]*(?:vllm:[a-z_]+|http_requests_total|process_[a-z_]+)", e)
+    }
+    assert served and all(n.startswith("kserve_") for n in served), sorted(
+        n for n in served if not n.startswith("kserve_")
+    )
     quantile = next(
-        e for k, e in exprs.items() if k.endswith("job_instance_model:vllm_time_to_first_token_seconds:p95_5m")
+        e
+        for k, e in exprs.items()
+        if k.endswith("job_instance_model:vllm_time_to_first_token_seconds:p95_5m")
     )
     assert "by (job, instance, llm_isvc_name, llm_isvc_role, llm_isvc_component, model_name, le)" in quantile
     # Told to select KServe's job, the bundle does and says nothing more.
     config = {"prometheus": {"vllm_job": "team-a/kserve-llm-isvc-vllm-engine"}}
     generate(tmp_path / "selected", "--metrics-file", str(fixture), config=config)
     assert "vllm_job" not in capsys.readouterr().err
-    assert any('job="team-a/kserve-llm-isvc-vllm-engine"' in e for e in rule_exprs(tmp_path / "selected").values())
+    assert any(
+        'job="team-a/kserve-llm-isvc-vllm-engine"' in e for e in rule_exprs(tmp_path / "selected").values()
+    )
 
 
 def test_an_unknown_renaming_is_refused_naming_what_was_found(capsys, tmp_path):

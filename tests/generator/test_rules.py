@@ -128,7 +128,10 @@ def test_a_slice_holds_the_pages_its_alert_waits_behind():
     rules = RuleFiles(REPO)
     ttft = rules.slice({"VllmTimeToFirstTokenBudgetBurn"})
     availability = rules.slice({"VllmAvailabilityBudgetBurn"})
-    assert ttft is not None and ttft.alerts == {"VllmTimeToFirstTokenBudgetBurn", "VllmAvailabilityBudgetBurn"}
+    assert ttft is not None and ttft.alerts == {
+        "VllmTimeToFirstTokenBudgetBurn",
+        "VllmAvailabilityBudgetBurn",
+    }
     assert availability is not None and availability.alerts == {"VllmAvailabilityBudgetBurn"}
 
 
@@ -355,7 +358,9 @@ def test_every_recorded_histogram_statistic_has_a_reader(release, engine, tmp_pa
     panel reads it."""
     bundle = generate(tmp_path / "bundle", "--vllm-version", release, "--engine", engine)
     statistics = {name for name in recorded_names(bundle) if re.search(r":(p\d\d|mean)_\w+$", name)}
-    assert "job_instance_model:vllm_time_to_first_token_seconds:p95_5m" in statistics and len(statistics) >= 15
+    assert (
+        "job_instance_model:vllm_time_to_first_token_seconds:p95_5m" in statistics and len(statistics) >= 15
+    )
     exprs = [*rule_exprs(bundle).values(), *dashboard_exprs(bundle).values()]
     read = set().union(*(selected_names(expr) for expr in exprs))
     assert sorted(statistics - read) == []

@@ -70,8 +70,9 @@ def test_the_endpoint_answers_503_for_a_failing_target_and_200_for_a_serving_one
 def test_one_target_needs_no_name_and_is_not_ready_before_its_first_success() -> None:
     with StandIn(script=[Reply(500, b"starting", "text/plain")]) as loading:
         with running_probe("--target", loading.url, "--model", "standin", *FAST) as probe:
-            requests = series("vllm_probe_requests_total", target=f"127.0.0.1:{loading.port}", model_name="standin")
+            requests = series(
+                "vllm_probe_requests_total", target=f"127.0.0.1:{loading.port}", model_name="standin"
+            )
             probe.wait_for(lambda v: v.get(requests, 0) >= 1, what="a first probe")
             status, text = ready(probe.port)
             assert status == 503 and "no probe has succeeded yet" in text
-
