@@ -556,10 +556,7 @@ def _after_faster_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert
         if rule.severity != "critical" or not faster:
             continue
         fast = tiers[(faster[0].long, faster[0].short)]
-        stop = BURSTS[(fast.labels["long"], fast.labels["short"])][0]
-        gone = stop + minutes(_short_reach(faster[0])) + 2  # the faster page's last minute, at the latest
-        wait = minutes(_short_reach(TIER_OF[tier])) + 1 + minutes(rule.for_)
-        quiet, fired = stop + wait - 2, gone + wait + 2
+        stop, quiet, fired = _waited(faster[0], tier, rule)
         bad = round(PER_MIN * _burning(TIER_OF[tier], budget))
         burst = round(PER_MIN * min(1.0, AFTER_FASTER_BURST * faster[0].factor * budget))
         case = Case(
@@ -577,6 +574,16 @@ def _after_faster_cases(io: Inputs, slo: Slo, tiers: dict[tuple[str, str], Alert
         cases.append(case)
         cases += _after_availability_cases(io, slo, tier, rule, faster[0])
     return cases
+
+
+def _waited(faster: BurnTier, tier: tuple[str, str], rule: Alert) -> tuple[int, int, int]:
+    """When the faster tier's burst (BURSTS) stops, and the minutes the slower tier must still be
+    silent and must fire by: its short reach and `for` after the faster page's last minute,
+    two minutes either side of the bounds that page's end allows."""
+    stop = BURSTS[(faster.long, faster.short)][0]
+    gone = stop + minutes(_short_reach(faster)) + 2  # the faster page's last minute, at the latest
+    wait = minutes(_short_reach(TIER_OF[tier])) + 1 + minutes(rule.for_)
+    return stop, stop + wait - 2, gone + wait + 2
 
 
 def _after_availability_cases(
@@ -597,10 +604,7 @@ def _after_availability_cases(
     fast = next(
         r for r in _burn_rules(io.v, availability) if r.labels == {"long": faster.long, "short": faster.short}
     )
-    stop = BURSTS[(faster.long, faster.short)][0]
-    gone = stop + minutes(_short_reach(faster)) + 2
-    wait = minutes(_short_reach(TIER_OF[tier])) + 1 + minutes(rule.for_)
-    quiet, fired = stop + wait - 2, gone + wait + 2
+    stop, quiet, fired = _waited(faster, tier, rule)
     bad = round(PER_MIN * _burning(TIER_OF[tier], budget))
     case = Case(
         f"{rule.name}: {failed / PER_MIN:.2%} of the requests fail for {stop} minutes, then "
