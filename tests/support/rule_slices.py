@@ -47,8 +47,8 @@ def narrowed(test: dict, groups: set[str] | frozenset[str]) -> dict:
     return {**test, "group_eval_order": [g for g in test["group_eval_order"] if g in groups]}
 
 
-# An expression test that reads only one alert's state: ALERTS{alertname="...", ...}, or its
-# ALERTS_FOR_STATE compared with 0 (its labels, whatever the time it became active).
+# A read of named alerts' state: ALERTS{alertname="..." or alertname=~"A|B", ...}, or an
+# alert's ALERTS_FOR_STATE compared with 0 (its labels, whatever the time it became active).
 _READS_ALERT = re.compile(r'ALERTS(?:_FOR_STATE)?\{alertname=~?"([A-Za-z0-9_|]+)"[^{}]*\}(?: > bool 0)?')
 
 

@@ -187,11 +187,10 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
     return out
 
 
-def _firing(name: str, tier: BurnTier) -> str:
-    """The tier's own page, as Prometheus records it while it fires."""
-    return selector(
-        "ALERTS", f'alertname="{name}"', 'alertstate="firing"', f'long="{tier.long}"', f'short="{tier.short}"'
-    )
+def _firing(tier: BurnTier, *names: str) -> str:
+    """The tier's pages of these alerts, as Prometheus records them while they fire."""
+    matcher = f'alertname="{names[0]}"' if len(names) == 1 else f'alertname=~"{"|".join(names)}"'
+    return selector("ALERTS", matcher, 'alertstate="firing"', f'long="{tier.long}"', f'short="{tier.short}"')
 
 
 def _long_or_paging(name: str, tier: BurnTier, long: str, fleet: str, limit: str) -> str:
@@ -200,7 +199,7 @@ def _long_or_paging(name: str, tier: BurnTier, long: str, fleet: str, limit: str
     burst (one the model recovered from before this one began) would otherwise resolve a page
     whose incident goes on, and the same incident would page again once it alone filled the
     long window. The long window's ratio either way: it is the page's $value."""
-    return f"(\n  {long} > {limit}\n  or\n  {long} and on ({fleet}) {_firing(name, tier)}\n)"
+    return f"(\n  {long} > {limit}\n  or\n  {long} and on ({fleet}) {_firing(tier, name)}\n)"
 
 
 def _after_faster(v: Vocabulary, slo: Slo, tier: BurnTier, fleet: str) -> str:
@@ -218,13 +217,10 @@ def _after_faster(v: Vocabulary, slo: Slo, tier: BurnTier, fleet: str) -> str:
 
 
 def _paging_at(v: Vocabulary, slo: Slo, tier: BurnTier) -> str:
-    """The pages of this tier an SLO's slower tiers wait behind, as Prometheus records them
-    while they fire: the SLO's own, and for a latency SLO availability's."""
-    names = [ALERTS[slo.name]]
-    if slo.signal is not None and v.slo("availability") is not None:
-        names.insert(0, ALERTS["availability"])
-    matcher = f'alertname="{names[0]}"' if len(names) == 1 else f'alertname=~"{"|".join(names)}"'
-    return selector("ALERTS", matcher, 'alertstate="firing"', f'long="{tier.long}"', f'short="{tier.short}"')
+    """The pages of this tier an SLO's slower tiers wait behind: the SLO's own, and for a
+    latency SLO availability's."""
+    latency = slo.signal is not None and v.slo("availability") is not None
+    return _firing(tier, *((ALERTS["availability"],) if latency else ()), ALERTS[slo.name])
 
 
 def _short_reach(tier: BurnTier) -> str:
@@ -595,8 +591,8 @@ def _after_availability_cases(
     the requests succeed, but slow, at a share that burns this tier alone. It fires only once
     the availability page is its short reach behind, then its `for`; judged as the own-SLO case."""
     availability = io.v.slo("availability")
-    if slo.name == "availability" or availability is None:
-        return []
+    if slo.signal is None or availability is None:
+        return []  # availability's own tiers wait only behind its own pages
     budget, allowed = 1 - slo.objective, 1 - availability.objective
     failed = round(PER_MIN * min(1.0, AFTER_FASTER_BURST * faster.factor * allowed))
     if failed / PER_MIN >= faster.factor * budget:
