@@ -119,6 +119,11 @@ async def serve_connection(
                 break
     except (asyncio.IncompleteReadError, ConnectionError, ValueError, asyncio.LimitOverrunError):
         pass
+    except asyncio.CancelledError:
+        # The server shutting down with a scraper's connection open: end quietly. Python 3.11's
+        # stream callback reads a cancelled handler's exception and prints a traceback per
+        # connection at the end of every run.
+        pass
     finally:
         writer.close()
 

@@ -344,6 +344,11 @@ class Slo:
         """The share of bad events over `window`."""
         return f"job_model:{self.metric}:slo_miss_ratio_{window}"
 
+    def held(self, tier: BurnTier) -> str:
+        """1 while a paging tier stays held past its model's capacity outage: its short window
+        has burned without a break since the outage (slo_burn's capacity hold)."""
+        return f"job_model:{self.metric}:slo_capacity_held_{tier.long}"
+
 
 AVAILABILITY_METRIC = "vllm_request_availability"
 

@@ -513,7 +513,7 @@ local values = import '../lib/values.libsonnet';
               'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m])\n' +
+              '  job_model:vllm_request_availability:slo_capacity_held_1h\n' +
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
               ')',
@@ -545,7 +545,7 @@ local values = import '../lib/values.libsonnet';
               'count_over_time(ALERTS{alertname="VllmAvailabilityBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +
+              '  job_model:vllm_request_availability:slo_capacity_held_6h\n' +
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
               ')',
@@ -618,7 +618,7 @@ local values = import '../lib/values.libsonnet';
               'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m])\n' +
+              '  job_model:vllm_time_to_first_token_seconds:slo_capacity_held_1h\n' +
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
               ')',
@@ -650,7 +650,7 @@ local values = import '../lib/values.libsonnet';
               'count_over_time(ALERTS{alertname=~"VllmAvailabilityBudgetBurn|VllmTimeToFirstTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +
+              '  job_model:vllm_time_to_first_token_seconds:slo_capacity_held_6h\n' +
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
               ')',
@@ -723,7 +723,7 @@ local values = import '../lib/values.libsonnet';
               'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m])\n' +
+              '  job_model:vllm_inter_token_latency_seconds:slo_capacity_held_1h\n' +
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
               ')',
@@ -755,7 +755,7 @@ local values = import '../lib/values.libsonnet';
               'count_over_time(ALERTS{alertname=~"VllmAvailabilityBudgetBurn|VllmTimePerOutputTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
               'unless on (' + v.clusterBy + 'job, model_name)\n' +
               '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m])\n' +
+              '  job_model:vllm_inter_token_latency_seconds:slo_capacity_held_6h\n' +
               '  or\n' +
               '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
               ')',

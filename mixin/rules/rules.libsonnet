@@ -629,6 +629,32 @@ local values = import '../lib/values.libsonnet';
             record: 'job_model:vllm_request_availability:slo_requests_3d',
             expr: 'avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) * 259200',
           },
+          {
+            record: 'job_model:vllm_request_availability:slo_capacity_held_1h',
+            expr:
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m]) * 0 + 1\n' +
+              '  or\n' +
+              '  job_model:vllm_request_availability:slo_capacity_held_1h\n' +
+              ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[1h])',
+          },
+          {
+            record: 'job_model:vllm_request_availability:slo_capacity_held_6h',
+            expr:
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m]) * 0 + 1\n' +
+              '  or\n' +
+              '  job_model:vllm_request_availability:slo_capacity_held_6h\n' +
+              ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[6h])',
+          },
         ],
       },
       {
@@ -772,6 +798,32 @@ local values = import '../lib/values.libsonnet';
               ) > 0)
             |||,
           },
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds:slo_capacity_held_1h',
+            expr:
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m]) * 0 + 1\n' +
+              '  or\n' +
+              '  job_model:vllm_time_to_first_token_seconds:slo_capacity_held_1h\n' +
+              ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[1h])',
+          },
+          {
+            record: 'job_model:vllm_time_to_first_token_seconds:slo_capacity_held_6h',
+            expr:
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m]) * 0 + 1\n' +
+              '  or\n' +
+              '  job_model:vllm_time_to_first_token_seconds:slo_capacity_held_6h\n' +
+              ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[6h])',
+          },
         ],
       },
       {
@@ -900,6 +952,32 @@ local values = import '../lib/values.libsonnet';
                 + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 3d or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 259200
               ) > 0)
             |||,
+          },
+          {
+            record: 'job_model:vllm_inter_token_latency_seconds:slo_capacity_held_1h',
+            expr:
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m]) * 0 + 1\n' +
+              '  or\n' +
+              '  job_model:vllm_inter_token_latency_seconds:slo_capacity_held_1h\n' +
+              ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[1h])',
+          },
+          {
+            record: 'job_model:vllm_inter_token_latency_seconds:slo_capacity_held_6h',
+            expr:
+              '(\n' +
+              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m]) * 0 + 1\n' +
+              '  or\n' +
+              '  job_model:vllm_inter_token_latency_seconds:slo_capacity_held_6h\n' +
+              ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              'count_over_time(job_model:vllm_replicas_ready:below_floor[6h])',
           },
         ],
       },

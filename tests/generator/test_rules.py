@@ -143,6 +143,23 @@ def test_every_engine_family_and_naming_era(release, engine, tmp_path):
     )
 
 
+def test_a_source_that_counts_no_failure_has_no_availability_page_without_a_canary(tmp_path, capsys):
+    """vLLM 0.7.1's V1 engine counts no failed request, and with the canary off nothing does:
+    an availability alert would read no miss whatever happened, and fail its own cases. It is
+    left out and the generator says so; the rest of the bundle passes its own tests."""
+    bundle = generate(
+        tmp_path / "bundle",
+        "--vllm-version",
+        "0.7.1",
+        "--engine",
+        "v1",
+        config={"prometheus": {"probes": []}},
+    )
+    assert "skipped VllmAvailabilityBudgetBurn" in capsys.readouterr().err
+    assert "VllmAvailabilityBudgetBurn" not in (bundle / "alerts" / "vllm-alerts.rules.yml").read_text()
+    check_and_test(bundle, **ANOTHER_RELEASE)
+
+
 @pytest.mark.parametrize(
     "fixture",
     ["vllm-0.32.0-cpu-traffic.prom", "reference/vllm-0.9.0-v0.prom", "reference/vllm-0.20.0-v1.prom"],

@@ -43,7 +43,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         Declared(
             name="VllmAvailabilityBudgetBurn",
             knobs=("slo.availability_objective", "slo.inference_handlers", *knobs),
-            on=v.slo("availability") is not None,
+            on=v.slo("availability") is not None and _tells_failures(v),
             build=lambda v: _burn_rules(v, v.slo("availability")),
             panel="Availability error-budget burn",
             runbook=_with_values(
@@ -141,6 +141,23 @@ def declarations(v: Vocabulary) -> list[Declared]:
     ]
 
 
+def warnings(v: Vocabulary) -> list[str]:
+    if v.slo("availability") is not None and not _tells_failures(v):
+        return [
+            f"{v.res.source.origin} counts no failed request (vLLM's own count is 0.13+; or admission "
+            "control's, or HTTP metrics) and prometheus.probes is empty: skipped "
+            f"{ALERTS['availability']}, and the latency SLOs miss no failed request; add a canary probe "
+            "(prometheus.probes) to judge them."
+        ]
+    return []
+
+
+def _tells_failures(v: Vocabulary) -> bool:
+    """Something counts a failed request: the source, or the canary probe. Without either the
+    availability SLO's misses read 0 whatever happens, and its alert could never fire."""
+    return v.counts_failures or bool(v.cfg.prometheus.probes)
+
+
 def _slo_miss(v: Vocabulary, name: str, window: str) -> str:
     slo = v.slo(name)
     return slo.miss(window) if slo is not None else f"(no {name} SLO in this bundle)"
@@ -157,7 +174,7 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
     out = []
     name = ALERTS[slo.name]
     for tier in BURN_TIERS:
-        limit = f"({number(tier.factor)} * {number(slo.budget)})"
+        limit = _limit(slo, tier)
         paging = tier.severity == "critical"
         long = f"{slo.miss(tier.long)} > {limit}"
         if paging:
@@ -170,7 +187,7 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
                     f"and on ({fleet})\n{slo.miss(tier.short)} > {limit}\n"
                     # Too few requests to judge: one slow request on a quiet model pages nobody.
                     f"and on ({fleet})\n{requests_in(tier.long)} >= {number(v.cfg.slo.min_requests)}"
-                    + (_after_faster(v, slo, tier, fleet) + _capacity_hold(v, tier) if paging else "")
+                    + (_after_faster(v, slo, tier, fleet) + _capacity_hold(v, slo, tier) if paging else "")
                 ),
                 for_=tier.for_,
                 severity=tier.severity,
@@ -185,6 +202,11 @@ def _burn_rules(v: Vocabulary, slo: Slo | None) -> list[Alert]:
             )
         )
     return out
+
+
+def _limit(slo: Slo, tier: BurnTier) -> str:
+    """The miss ratio at which a tier's windows burn: its burn rate of the SLO's budget."""
+    return f"({number(tier.factor)} * {number(slo.budget)})"
 
 
 def _firing(tier: BurnTier, *names: str) -> str:
@@ -219,7 +241,7 @@ def _after_faster(v: Vocabulary, slo: Slo, tier: BurnTier, fleet: str) -> str:
 def _paging_at(v: Vocabulary, slo: Slo, tier: BurnTier) -> str:
     """The pages of this tier an SLO's slower tiers wait behind: the SLO's own, and for a
     latency SLO availability's."""
-    latency = slo.signal is not None and v.slo("availability") is not None
+    latency = slo.signal is not None and v.slo("availability") is not None and _tells_failures(v)
     return _firing(tier, *((ALERTS["availability"],) if latency else ()), ALERTS[slo.name])
 
 
@@ -231,8 +253,9 @@ def _short_reach(tier: BurnTier) -> str:
 
 
 def capacity_hold(tier: BurnTier, cfg: BundleConfig) -> str:
-    """How long a paging tier stays held after its model's capacity is back: the capacity page
-    stays open paging.recovery_for, then the tier's short window must read past all of it."""
+    """How long a paging tier stays held after its model's capacity is back, whatever it reads:
+    the capacity page stays open paging.recovery_for, then the tier's short window must read
+    past all of it."""
     return f"{int((seconds(_short_reach(tier)) + seconds(cfg.paging.recovery_for)) // 60)}m"
 
 
@@ -244,12 +267,14 @@ def _held(v: Vocabulary) -> str:
     return (
         "The paging tiers do not fire while the model's capacity page (VllmModelCapacityLow) does, "
         f"nor until the misses of that outage and of its recovery have left their short window "
-        f"({holds} after the replicas are back, `paging.recovery_for` included): the capacity "
-        "page is the incident. Once a paging tier fires it stays open while its short window "
-        "still burns, though its long window may have let go of an earlier burst; a slower paging "
-        "tier does not fire while a faster one pages (for a latency SLO, availability's too: a "
-        "failed request misses the latency SLOs), nor until that page has left its short "
-        f"window ({_after_faster_words()}): one incident, one page."
+        f"({holds} after the replicas are back, `paging.recovery_for` included), nor while "
+        "their short window has burned without a break since the outage (the replicas that "
+        "survived it still drain its backlog), for at most their long window after it: the "
+        "capacity page is the incident. Once a paging tier fires it stays open while its short "
+        "window still burns, though its long window may have let go of an earlier burst; a "
+        "slower paging tier does not fire while a faster one pages (for a latency SLO, "
+        "availability's too: a failed request misses the latency SLOs), nor until that page has "
+        f"left its short window ({_after_faster_words()}): one incident, one page."
     )
 
 
@@ -262,20 +287,47 @@ def _after_faster_words() -> str:
     )
 
 
-def _capacity_hold(v: Vocabulary, tier: BurnTier) -> str:
+def _capacity_hold(v: Vocabulary, slo: Slo, tier: BurnTier) -> str:
     """One incident, one page: while a model is below its capacity floor, and until the misses
     of that outage and of its recovery (the backlog drained, replicas back) have left this
     tier's short window, the capacity page is the incident and this tier does not fire. Held by
     the rule, not by an inhibition (which ends with its source): the burn an outage leaves
     behind would page again once the capacity page resolved, or keep the model's page group
-    open so that its next capacity loss only updated that page instead of paging."""
+    open so that its next capacity loss only updated that page instead of paging. The outage
+    itself, and a backlog that outlasts paging.recovery_for, hold it through the recorded
+    `held` (_capacity_held)."""
     fleet, floor, reach = by(v.targets.fleet_model), v.names.replicas_below_floor, _short_reach(tier)
-    # Two windows, not one of their sum: paging.recovery_for stands in the rule as written (the
-    # mixin's knob), the short window's reach after it.
+    # paging.recovery_for stands in the rule as written (the mixin's knob), after the short
+    # window's reach: from that reach into the outage to the hold's end.
     return (
-        f"\nunless on ({fleet})\n(\n  count_over_time({floor}[{reach}])\n  or\n"
+        f"\nunless on ({fleet})\n(\n  {slo.held(tier)}\n  or\n"
         f"  count_over_time({floor}[{v.cfg.paging.recovery_for}] offset {reach})\n)"
     )
+
+
+def _capacity_held(v: Vocabulary, slo: Slo) -> list[Recording]:
+    """Per paging tier, 1 while the tier's short window has burned at every evaluation since its
+    model was last below its capacity floor (or within the window's reach of it), for at most
+    the tier's long window after the outage: the misses of one outage and of the backlog the
+    replicas that survived it drain afterwards. A fixed paging.recovery_for cannot hold that
+    burn: twenty of 24 replicas dead for ten minutes left the four survivors a queue their
+    users still waited in 15 minutes after the replicas were back, and the time-to-first-token
+    page opened as the hold ended (benchmarks/alert_quality, twenty). Once the short window
+    stops burning the outage is over; a burn after it, or one that goes on past the long
+    window (which then holds misses of after the outage alone), is news and pages. Recorded,
+    as the rule reads its own last value: no expression can look back to a break of variable
+    age. The value is 1, or nothing."""
+    fleet, floor = by(v.targets.fleet_model), v.names.replicas_below_floor
+    return [
+        Recording(
+            slo.held(tier),
+            f"(\n  count_over_time({floor}[{_short_reach(tier)}]) * 0 + 1\n  or\n  {slo.held(tier)}\n)\n"
+            f"and on ({fleet})\n{slo.miss(tier.short)} > {_limit(slo, tier)}\n"
+            f"and on ({fleet})\ncount_over_time({floor}[{tier.long}])",
+        )
+        for tier in BURN_TIERS
+        if tier.severity == "critical"
+    ]
 
 
 # -- promtool scenarios --------------------------------------------------------------------
@@ -326,9 +378,9 @@ def _burn_cases(name: str) -> Builder:
             # burning (a failed request never got its token) instead of resolving into silence.
             # The paging tiers show it; the slow ones follow from the same windows.
             outage = Case(f"{rules[0].name} keeps paging when every request fails and no token comes out")
-            io.outcomes(outage, SPAN, 0, PER_MIN)
-            _tier_checks(outage, rules, tiers, paging, budget, 1.0, io.fleet_result())
-            cases.append(outage)
+            if io.outcomes(outage, SPAN, 0, PER_MIN) != "none":  # else the source cannot tell a failure
+                _tier_checks(outage, rules, tiers, paging, budget, 1.0, io.fleet_result())
+                cases.append(outage)
         if io.cfg.prometheus.probes:
             cases.append(_canary_only(io, slo, rules[0]))
             if slo.name == "availability":
@@ -356,62 +408,108 @@ def _scraped(case: Case, io: Inputs, back: int = 0) -> None:
 
 
 # A capacity page's outage, in capacity-hold cases: the model's only replica is not scraped for
-# its first minutes while every request misses, and misses go on after it is back.
+# its first minutes while its requests miss at a share that burns the tier (and no faster one).
 CAPACITY_BACK = 12
-# And an outage of one minute: the hold's two windows (the short window's reach, then
-# paging.recovery_for before it) must join with no gap, which a long outage covers up.
+# And an outage of one minute: the outage's own hold (the recorded one, while the short window
+# reads the outage) and paging.recovery_for after it must join with no gap.
 BRIEF_BACK = 1
+# Minutes after a change of the miss share within which the recorded windows may read it a
+# little off (the edges put back are exact for steady traffic, _behind): a window judged clear
+# of the outage's misses is judged at least this long after they stopped.
+SETTLED = 10
+# How long a backlog's misses outlast the fixed hold and the tier's `for`, in minutes.
+BACKLOG_PAST = 5
 
 
 def _capacity_hold_cases(
     io: Inputs, slo: Slo, rules: list[Alert], tiers: dict[tuple[str, str], Alert]
 ) -> list[Case]:
-    """A paging tier stays silent while its model's capacity page fires and until
-    paging.recovery_for and what its short window reads have passed since; then, misses still
-    going on, it fires. Judged at every minute from the capacity's return to the one it fires
-    at, from the hold's length and the tier's `for`: a hold a minute too long or too short, a
-    gap in it, on the wrong tier, or missing fails a check."""
+    """A paging tier is held for its model's capacity outage (_capacity_hold), three ways:
+    - misses that stop after the outage and come back within paging.recovery_for: silent at
+      every minute from the capacity's return to the hold's end and the tier's `for`, firing
+      then (a hold a minute short, a gap in it, or none fails a check);
+    - a backlog, misses that go on from the outage past that hold, then stop: silent throughout
+      (a fixed hold alone fires);
+    - misses that never stop: held for the tier's long window after the outage, then firing."""
     p = io.cfg.paging
     if p.min_ready_replicas < 1 and p.capacity_fraction <= 0:
         return []  # no capacity page in this bundle: nothing holds a tier
     budget = 1 - slo.objective
     cases = []
-    for back in (CAPACITY_BACK, BRIEF_BACK):
-        for tier, rule in tiers.items():
-            if rule.severity != "critical":
-                continue
-            bad = round(PER_MIN * _burning(TIER_OF[tier], budget))
-            fires = {
-                t: 1 + minutes(r.for_)
-                if r.severity != "critical"
-                else back + minutes(capacity_hold(TIER_OF[t], io.cfg)) + minutes(r.for_)
-                for t, r in tiers.items()
-                if TIER_OF[t].factor * budget < bad / PER_MIN
-            }
-            if tier not in fires:
-                continue  # no share of misses reaches this burn rate
+    for tier, rule in tiers.items():
+        t = TIER_OF[tier]
+        share = _burning(t, budget)
+        if rule.severity != "critical" or t.factor * budget >= share:
+            continue  # not paging, or no share of misses reaches this burn rate
+        bad, hold, after = round(PER_MIN * share), minutes(capacity_hold(t, io.cfg)), minutes(rule.for_)
+        missing = f"{bad / PER_MIN:.2%} of the {slo.events}"
+        for back in (CAPACITY_BACK, BRIEF_BACK):
+            resumes, fires = _resumes(t, share, t.factor * budget, back, hold), back + hold + after
+            if resumes is None:
+                continue  # the hold is too short for a burn to break and come back within it
             case = Case(
-                f"{rule.name}: the {tier[0]}/{tier[1]} tier is held while its model's capacity page fires "
-                f"({back} min), and for {capacity_hold(TIER_OF[tier], io.cfg)} after it, then fires on "
-                f"misses that go on ({bad / PER_MIN:.2%} of the {slo.events})"
+                f"{rule.name}: the {tier[0]}/{tier[1]} tier is held while its model's capacity page "
+                f"fires ({back} min) and for {capacity_hold(t, io.cfg)} after it: {missing} miss, stop "
+                f"when it is back, and miss again from {resumes - back} min after: it fires then"
             )
-            _events(case, io, slo, PER_MIN, bad)
-            case.checks = [
-                Check(
-                    m,
-                    rule.name,
-                    [
-                        Expect(tiers[t], io.fleet_result(), bad / PER_MIN)
-                        for t, at in fires.items()
-                        if at <= m
-                    ],
-                )
-                for m in range(back, fires[tier] + 1)
-            ]
-            _stretch(case)
-            _scraped(case, io, back=back)
+            case.queries = [_paging(io, rule, m, m >= fires) for m in range(back, fires + 1)]
+            _outage(case, io, slo, back, [(0, bad), (back, 0), (resumes, bad)])
             cases.append(case)
+        back = CAPACITY_BACK
+        stops = back + hold + after + BACKLOG_PAST
+        clear = stops + minutes(_short_reach(t)) + after + 2
+        case = Case(
+            f"{rule.name}: a backlog holds the {tier[0]}/{tier[1]} tier: {missing} miss from its model's "
+            f"capacity outage ({back} min) until {stops - back} min after it, past the "
+            f"{capacity_hold(t, io.cfg)} hold: it never fires"
+        )
+        case.queries = [_paging(io, rule, m, False) for m in range(back, clear + 1)]
+        _outage(case, io, slo, back, [(0, bad), (stops, 0)])
+        cases.append(case)
+        # The outage's last minute below the floor is back - 1; the recorded hold may be read an
+        # evaluation late.
+        ends = back + int(seconds(tier[0]) // 60) + after
+        case = Case(
+            f"{rule.name}: {missing} miss from its model's capacity outage ({back} min) on: the "
+            f"{tier[0]}/{tier[1]} tier stays held for its {tier[0]} window after the outage, then fires"
+        )
+        case.queries = [_paging(io, rule, m, False) for m in range(back, ends - 1, 5)]
+        case.queries += [_paging(io, rule, ends - 1, False), _paging(io, rule, ends + 1, True)]
+        _outage(case, io, slo, back, [(0, bad)])
+        cases.append(case)
     return cases
+
+
+def _resumes(tier: BurnTier, share: float, limit: float, back: int, hold: int) -> int | None:
+    """The first minute misses at `share` may come back, after the outage's misses at `share`
+    and none from `back`, for the tier to fire just as its hold ends: the short window read clear
+    before it (SETTLED after the outage), burns again neither while the outage is in its reach
+    (the tier would be held on) nor only after the hold's end (it would fire late), and the long
+    window burns at the hold's end; each a twentieth from the limit. None when no minute does."""
+    short, long, reach = (int(seconds(w) // 60) for w in (tier.short, tier.long, _short_reach(tier)))
+    end = back + hold
+    for resumes in range(back + 1, end):
+        per_minute = [share if m < back or m >= resumes else 0.0 for m in range(end + 1)]
+
+        def ratio(window: int, m: int) -> float:
+            return _window_mean(per_minute, m, window) / limit  # noqa: B023 (used at once)
+
+        if (
+            any(ratio(short, m) < 0.95 for m in range(back + SETTLED, resumes))
+            and all(ratio(short, m) < 0.95 for m in range(resumes, back + reach + 1))
+            and ratio(short, end - 1) > 1.05
+            and ratio(long, end) > 1.05
+        ):
+            return resumes
+    return None
+
+
+def _outage(case: Case, io: Inputs, slo: Slo, back: int, parts: list[tuple[int, int]]) -> None:
+    """The case's inputs, to its last judged minute: the model's only replica not scraped until
+    minute `back`, its events as `parts` (_parts)."""
+    _parts(case, io, slo, parts, case.minutes)
+    _stretch(case)
+    _scraped(case, io, back=back)
 
 
 # Each burn tier by its (long, short) windows, as the alerts label it.
@@ -946,8 +1044,9 @@ def recording_groups(v: Vocabulary) -> list[Group]:
     """Per model and SLO, one group each (the monitoring-mixin's 20 rules a group): its bad and
     all events per second over the shortest window, recorded once; the miss ratio over each
     longer window from those (never a raw rate over days); and, for availability, how many
-    requests each burn window saw, the burn alerts' floor. Availability's group comes first:
-    the latency SLOs count its failures as misses."""
+    requests each burn window saw, the burn alerts' floor; last, per paging tier, whether a
+    capacity outage still holds it (_capacity_held). Availability's group comes first: the
+    latency SLOs count its failures as misses."""
     availability = v.slo("availability")
     if availability is None:
         return []
@@ -965,10 +1064,11 @@ def recording_groups(v: Vocabulary) -> list[Group]:
         if window == SLO_WINDOWS[0]:
             seen = f"{availability.total_rate} * {int(seconds(window))}"
         first.append(Recording(requests_in(window), seen))
+    first += _capacity_held(v, availability)
     groups = [Group(f"{RECORDING_GROUP}-{availability.name}", tuple(first))]
     for slo in v.slos:
         if slo.signal is not None:
-            rules = (*_latency_events(v, slo, availability), *_windows(slo))
+            rules = (*_latency_events(v, slo, availability), *_windows(slo), *_capacity_held(v, slo))
             groups.append(Group(f"{RECORDING_GROUP}-{slo.name}", rules))
     return groups
 
