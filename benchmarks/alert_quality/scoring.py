@@ -23,7 +23,7 @@ by model: pages and tickets, and pages per day of 100 replicas.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .scenario import Incident, Scenario
@@ -141,6 +141,27 @@ def model_finder(
     return model_of
 
 
+def classified(
+    notifications: Iterable[Notification], routing: Routing
+) -> Iterator[tuple[Notification, str, bool]]:
+    """Each firing notification in the order received, with its kind (page or ticket) and
+    whether it only updated a page still open: one its receiver and group opened and no
+    resolved post has closed."""
+    open_pages: set[tuple[str, str]] = set()  # (receiver, group) of every page still open
+    for n in sorted(notifications, key=lambda n: n.at):
+        kind = routing.kind(n)
+        if kind is None:
+            continue
+        page = (n.receiver, n.group)
+        if n.status != "firing":
+            open_pages.discard(page)
+            continue
+        update = kind == "page" and page in open_pages
+        if kind == "page":
+            open_pages.add(page)
+        yield n, kind, update
+
+
 def score(
     scenario: Scenario,
     notifications: Iterable[Notification],
@@ -162,18 +183,7 @@ def score(
     }
     stray_pages: list[Notification] = []
     stray_tickets: list[Notification] = []
-    open_pages: set[tuple[str, str]] = set()  # (receiver, group) of every page still open
-    for n in sorted(notifications, key=lambda n: n.at):
-        kind = routing.kind(n)
-        if kind is None:
-            continue
-        page = (n.receiver, n.group)
-        if n.status != "firing":
-            open_pages.discard(page)
-            continue
-        update = kind == "page" and page in open_pages
-        if kind == "page":
-            open_pages.add(page)
+    for n, kind, update in classified(notifications, routing):
         incident = _incident_of(n, scenario.incidents, model_of, grace)
         if incident is None:
             if not update:

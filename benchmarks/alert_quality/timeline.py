@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from .scenario import Scenario
-from .scoring import Notification, Routing
+from .scoring import Notification, Routing, classified
 
 DESERVES = {"page": "#d62728", "ticket": "#ff7f0e", "none": "#2ca02c"}
 
@@ -37,10 +37,13 @@ def draw(scenario: Scenario, notes: dict[str, list[Notification]], routing: Rout
     for k, name in enumerate(sets):
         y = len(incidents) + k
         labels.append(f"{name}: notifications")
-        for kind, marker, colour in (("ticket", "|", "#7f7f7f"), ("page", "v", "#d62728")):
-            at = [n.started / hours for n in notes[name] if n.status == "firing" and routing.kind(n) == kind]
+        posts = list(classified(notes[name], routing))
+        tickets = [n.started / hours for n, kind, _ in posts if kind == "ticket"]
+        ax.scatter(tickets, [y] * len(tickets), marker="|", color="#7f7f7f", s=25, zorder=3)
+        for update, style in ((True, {"facecolors": "none", "s": 25}), (False, {"s": 40})):
+            at = [n.started / hours for n, kind, u in posts if kind == "page" and u == update]
             ax.scatter(
-                at, [y] * len(at), marker=marker, color=colour, s=40 if kind == "page" else 25, zorder=3
+                at, [y] * len(at), marker="v", edgecolors="#d62728", color="#d62728", zorder=3, **style
             )
     ax.set_yticks(range(rows), labels, fontsize=8)
     ax.invert_yaxis()
@@ -48,7 +51,7 @@ def draw(scenario: Scenario, notes: dict[str, list[Notification]], routing: Rout
     ax.set_xlabel("simulated hours (notifications at the moment their alerts started)")
     ax.set_title(
         f"{scenario.name}: incidents (red: deserves a page, orange: a ticket, green: nothing) and notifications "
-        "(red triangle: page, grey bar: ticket or chat)",
+        "(red triangle: page, hollow: an update to an open page, grey bar: ticket or chat)",
         fontsize=9,
     )
     ax.grid(axis="x", alpha=0.3)
