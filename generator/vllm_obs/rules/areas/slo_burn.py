@@ -410,8 +410,8 @@ def _scraped(case: Case, io: Inputs, back: int = 0) -> None:
 # A capacity page's outage, in capacity-hold cases: the model's only replica is not scraped for
 # its first minutes while its requests miss at a share that burns the tier (and no faster one).
 CAPACITY_BACK = 12
-# And an outage of one minute: the outage's own hold (the recorded one, while the short window
-# reads the outage) and paging.recovery_for after it must join with no gap.
+# And an outage of one minute: one evaluation below the floor holds the tier as long as a long
+# outage does, counted from its end.
 BRIEF_BACK = 1
 # Minutes after a change of the miss share within which the recorded windows may read it a
 # little off (the edges put back are exact for steady traffic, _behind): a window judged clear
@@ -427,7 +427,7 @@ def _capacity_hold_cases(
     """A paging tier is held for its model's capacity outage (_capacity_hold), three ways:
     - misses that stop after the outage and come back within paging.recovery_for: silent at
       every minute from the capacity's return to the hold's end and the tier's `for`, firing
-      then (a hold a minute short, a gap in it, or none fails a check);
+      then (a hold a minute short, or none, fails a check);
     - a backlog, misses that go on from the outage past that hold, then stop: silent throughout
       (a fixed hold alone fires);
     - misses that never stop: held for the tier's long window after the outage, then firing."""
