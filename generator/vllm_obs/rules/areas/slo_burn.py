@@ -489,16 +489,12 @@ def _resumes(tier: BurnTier, share: float, limit: float, back: int, hold: int) -
     short, long, reach = (int(seconds(w) // 60) for w in (tier.short, tier.long, _short_reach(tier)))
     end = back + hold
     for resumes in range(back + 1, end):
-        per_minute = [share if m < back or m >= resumes else 0.0 for m in range(end + 1)]
-
-        def ratio(window: int, m: int) -> float:
-            return _window_mean(per_minute, m, window) / limit  # noqa: B023 (used at once)
-
+        per_minute = [share / limit if m < back or m >= resumes else 0.0 for m in range(end + 1)]
         if (
-            any(ratio(short, m) < 0.95 for m in range(back + SETTLED, resumes))
-            and all(ratio(short, m) < 0.95 for m in range(resumes, back + reach + 1))
-            and ratio(short, end - 1) > 1.05
-            and ratio(long, end) > 1.05
+            any(_window_mean(per_minute, m, short) < 0.95 for m in range(back + SETTLED, resumes))
+            and all(_window_mean(per_minute, m, short) < 0.95 for m in range(resumes, back + reach + 1))
+            and _window_mean(per_minute, end - 1, short) > 1.05
+            and _window_mean(per_minute, end, long) > 1.05
         ):
             return resumes
     return None
