@@ -160,24 +160,33 @@
     // on the inference handlers, requests refused at admission and the canary's failures
     // (vllm-obs.yml slo.availability_objective)
     availabilityObjective: 0.999,
-    // a model's burn alerts judge a window only once it saw this many requests in the long window
-    // (its users' and the canary's failures): one slow request on a quiet model pages nobody
+    // a burn tier of a request-weighted SLO (availability, time to first token) judges a model only
+    // once its long window saw this many requests: one slow request on a quiet model pages nobody
     // (vllm-obs.yml slo.min_requests)
     sloMinRequests: 100,
+    // a burn tier of the inter-token SLO (weighted by output tokens) judges a model only once its
+    // long window saw this many output tokens (vllm-obs.yml slo.min_tokens)
+    sloMinTokens: 5000,
+    // a burn tier fires only once its long window holds this many bad events (in its SLO's unit):
+    // two failures of a quiet model page nobody (vllm-obs.yml slo.min_bad_events)
+    sloMinBadEvents: 5,
 
     // When a model's lost serving capacity pages.
     // a model pages (VllmModelCapacityLow) when fewer of its replicas are ready (scraped, engine
     // alive, canary answering); replicas stopped or restarted on purpose count as ready
     // (vllm-obs.yml paging.min_ready_replicas)
     minReadyReplicas: 1,
-    // a model also pages when its ready replicas fall below this share of its discovered replicas
-    // (scrape targets that served it within the last hour); 0 turns it off (vllm-obs.yml
-    // paging.capacity_fraction)
+    // a model also pages when its ready replicas fall below this share of the replicas it should
+    // run (kube-state-metrics' desired replicas, expected_replicas, or the most it had ready within
+    // expected_window); 0 turns it off (vllm-obs.yml paging.capacity_fraction)
     capacityFraction: 0.5,
-    // a model's capacity page stays open this long after its replicas are ready again
-    // (keep_firing_for), and its SLO burn pages stay held this long past their short window: a
-    // replica that fails again within it, and the misses of the backlog the model drains meanwhile,
-    // are the same outage (vllm-obs.yml paging.recovery_for)
+    // without kube-state-metrics or expected_replicas, a model should run the most replicas it had
+    // ready within this window; a replica that served it within the window and is still discovered
+    // (up == 0 too) is one of its replicas (vllm-obs.yml paging.expected_window)
+    expectedWindow: '1d',
+    // a page stays open this long after its condition ends (keep_firing_for of the capacity page
+    // and the paging burn tiers): a replica that fails again within it, a burn that dips for a
+    // minute, or a slower tier taking over are the same incident (vllm-obs.yml paging.recovery_for)
     recoveryFor: '10m',
 
     // Links and dashboards.

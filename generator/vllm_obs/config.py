@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,16 +250,42 @@ class PagingSection:
     )
     capacity_fraction: float = knob(
         0.5,
-        "a model also pages when its ready replicas fall below this share of its discovered "
-        "replicas (scrape targets that served it within the last hour); 0 turns it off",
+        "a model also pages when its ready replicas fall below this share of the replicas it should "
+        "run (kube-state-metrics' desired replicas, expected_replicas, or the most it had ready "
+        "within expected_window); 0 turns it off",
+    )
+    expected_replicas: dict[str, float] = knob(
+        {},
+        "replicas each model should run, by model name (e.g. {llama-3-8b: 4}), where no "
+        "kube-state-metrics says so: a model below its floor pages however long it lasts",
+    )
+    expected_window: str = knob(
+        "1d",
+        "without kube-state-metrics or expected_replicas, a model should run the most replicas it "
+        "had ready within this window; a replica that served it within the window and is still "
+        "discovered (up == 0 too) is one of its replicas",
     )
     recovery_for: str = knob(
         "10m",
-        "a model's capacity page stays open this long after its replicas are ready again "
-        "(keep_firing_for), and its SLO burn pages stay held this long past their short window: "
-        "a replica that fails again within it, and the misses of the backlog the model drains "
-        "meanwhile, are the same outage",
+        "a page stays open this long after its condition ends (keep_firing_for of the capacity page "
+        "and the paging burn tiers): a replica that fails again within it, a burn that dips for a "
+        "minute, or a slower tier taking over are the same incident",
     )
+
+
+@dataclass(frozen=True)
+class SloModels:
+    model_name: str = knob("", "regex of the model names this entry sets (or use namespace)")
+    namespace: str = knob("", "regex of the namespaces this entry sets (needs prometheus.pod_labels)")
+    slis: list[str] = knob(
+        ["availability", "ttft", "itl"],
+        "the SLOs these models have: availability, ttft, itl (a pooling model has no itl)",
+    )
+    availability_objective: float | None = knob(None, "share of requests that must succeed")
+    ttft_threshold_seconds: float | None = knob(None, "the TTFT threshold; a bucket bound")
+    ttft_objective: float | None = knob(None, "share of requests that must meet it")
+    itl_threshold_seconds: float | None = knob(None, "the inter-token threshold; a bucket bound")
+    itl_objective: float | None = knob(None, "share of output tokens that must meet it")
 
 
 @dataclass(frozen=True)
@@ -278,8 +305,23 @@ class SloSection:
     )
     min_requests: float = knob(
         100,
-        "a model's burn alerts judge a window only once it saw this many requests in the long "
-        "window (its users' and the canary's failures): one slow request on a quiet model pages nobody",
+        "a burn tier of a request-weighted SLO (availability, time to first token) judges a model only "
+        "once its long window saw this many requests: one slow request on a quiet model pages nobody",
+    )
+    min_tokens: float = knob(
+        5000,
+        "a burn tier of the inter-token SLO (weighted by output tokens) judges a model only once its "
+        "long window saw this many output tokens",
+    )
+    min_bad_events: float = knob(
+        5,
+        "a burn tier fires only once its long window holds this many bad events (in its SLO's unit): "
+        "two failures of a quiet model page nobody",
+    )
+    min_history: float = knob(
+        0.8,
+        "a burn tier judges only once Prometheus has scraped for this share of its long window, so a "
+        "stack started minutes ago does not read minutes as an hour (0 turns it off)",
     )
     inference_handlers: str = knob(
         "/v1/chat/completions|/v1/completions|/v1/embeddings|/v1/responses|/v1/messages"
@@ -287,6 +329,11 @@ class SloSection:
         "|/pooling|/classify|/score|/rerank|/invocations|/inference/v1/generate|/cohere/v2/chat",
         "the HTTP handlers (regex of vLLM's handler label) that serve inference: only their 5xx "
         "count as failed requests, and load-balancer polls of /health or /v1/models never do",
+    )
+    models: list[SloModels] = knob(
+        [],
+        "models whose objectives, thresholds or SLOs differ from the defaults above, the first entry "
+        "that matches a model winning; a key left out keeps the default",
     )
 
 
@@ -600,11 +647,14 @@ def _coerce(hint: Any, raw: Any, key: str, source: str) -> Any:
             raise BundleError(f"config key '{key}' in {source} must be a list.")
         return [_coerce(item, v, f"{key}[{i}]", source) for i, v in enumerate(raw)]
     if origin is dict:
-        if not isinstance(raw, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
-        ):
-            raise BundleError(f"config key '{key}' in {source} must be a mapping of strings to strings.")
-        return dict(raw)
+        _, value = typing.get_args(hint)
+        kind = "strings" if value is str else "numbers"
+        if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
+            raise BundleError(f"config key '{key}' in {source} must be a mapping of strings to {kind}.")
+        return {k: _coerce(value, v, f"{key}.{k}", source) for k, v in raw.items()}
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]
+        return None if raw is None else _coerce(inner, raw, key, source)
     if hint is bool:
         if not isinstance(raw, bool):
             raise BundleError(f"config key '{key}' in {source} must be true or false.")
@@ -672,7 +722,19 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
             )
         if obj.min_ready_replicas != int(obj.min_ready_replicas):
             raise BundleError(f"config key '{prefix}.min_ready_replicas' in {source} must be a whole number.")
+    if isinstance(obj, SloModels):
+        _validate_slo_models(obj, prefix, source)
+    if isinstance(obj, PagingSection):
+        for model, replicas in obj.expected_replicas.items():
+            if replicas < 1 or replicas != int(replicas):
+                raise BundleError(
+                    f"config key '{prefix}.expected_replicas.{model}' in {source} must be a whole number of replicas, 1 or more."
+                )
     if isinstance(obj, SloSection):
+        if not 0 <= obj.min_history < 1:
+            raise BundleError(
+                f"config key '{prefix}.min_history' in {source} must be a fraction from 0 to below 1."
+            )
         try:
             re.compile(obj.inference_handlers)
         except re.error as exc:
@@ -688,6 +750,28 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
             equality_labels(obj.extra_selector)
         except BundleError as exc:
             raise BundleError(f"config key '{prefix}.extra_selector' in {source}: {exc.message}") from None
+
+
+SLO_NAMES = ("availability", "ttft", "itl")
+
+
+def _validate_slo_models(obj: SloModels, prefix: str, source: str) -> None:
+    """One label to match by (a regex that compiles), known SLO names, objectives below 1."""
+    if bool(obj.model_name) == bool(obj.namespace):
+        raise BundleError(
+            f"config key '{prefix}' in {source} must set exactly one of model_name or namespace (a regex)."
+        )
+    try:
+        re.compile(obj.model_name or obj.namespace)
+    except re.error as exc:
+        raise BundleError(
+            f"config key '{prefix}' in {source} has an invalid regex ({exc.msg}); fix it."
+        ) from None
+    unknown = [s for s in obj.slis if s not in SLO_NAMES]
+    if unknown:
+        raise BundleError(
+            f"config key '{prefix}.slis' in {source} names {unknown[0]!r}; the SLOs are {', '.join(SLO_NAMES)}."
+        )
 
 
 # -- the documented defaults file ----------------------------------------------------

@@ -21,9 +21,11 @@ way, and every level that keeps the instance keeps the pod beside it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .config import BundleConfig
+from .promql import quote, seconds
 from .signals import Resolution
 
 
@@ -222,16 +224,17 @@ class Names:
         self.requests_failing = rate(level, "vllm_requests_failing", w)
         self.requests_served = rate(level, "vllm_requests_served", w)
         self.request_failures = ratio(level, "vllm_request_failures", w)
-        # Which model each replica served within the last hour (also while it is down).
-        self.served_model = gauge(level, "vllm_served_model", "last1h")
+        # Each model's replicas: serving it now, or serving nothing now and having served it
+        # within paging.expected_window (a server down, dead or stopped is still its replica).
+        self.served_model = gauge(level, "vllm_served_model", "replica")
         # Capacity: each replica's readiness, why it is not ready, and the counts per model.
         self.replica_ready = gauge(level, "vllm_replica_ready", "bool")
         self.replica_unready = gauge(level, "vllm_replica_unready", "cause")
         self.replicas_ready = gauge("job_model", "vllm_replicas_ready", "count")
-        self.replicas_discovered = gauge("job_model", "vllm_replicas_discovered", "count")
-        # A model's ready count, recorded only while the capacity page fires for it (below its
-        # floor, a replica not ready): the SLO pages look back over it (slo_burn's hold).
-        self.replicas_below_floor = gauge("job_model", "vllm_replicas_ready", "below_floor")
+        # What a model should run: kube-state-metrics' desired replicas or paging.expected_replicas
+        # (desired), else the most it had ready within paging.expected_window (expected).
+        self.replicas_desired = gauge("job_model", "vllm_replicas_desired", "count")
+        self.replicas_expected = gauge("job_model", "vllm_replicas_expected", "count")
         # 1 while a server's log shows a planned stop or the start after it (rules.expressions.planned).
         self.restart_planned = gauge("instance", "vllm_restart_planned", "bool")
         # Engine features (recorded only where the source exposes them).
@@ -275,45 +278,46 @@ class GpuNames:
 
 @dataclass(frozen=True)
 class BurnTier:
-    """One tier of the multi-window, multi-burn-rate alerts (kubernetes-mixin's four)."""
+    """One tier of the multi-window, multi-burn-rate alerts (the SRE workbook's four)."""
 
     severity: str
-    for_: str | None
+    for_: str
     long: str
     short: str
     factor: float
 
+    @property
+    def paging(self) -> bool:
+        return self.severity == "critical"
 
+
+# kubernetes-mixin's tiers and holds, as Pyrra and sloth write them.
 BURN_TIERS = (
-    # No `for` on the fast tier (the SRE workbook's form; kubernetes-mixin holds it 2m): its two
-    # windows already ask for 2% of a 30-day budget spent and the last 5 minutes still burning,
-    # which is the page's whole promise. A hold only came after that promise: a 30% error
-    # burst paged in 320 s where the tier's detection time and notification allow 223 s
-    # (benchmarks/alert_quality, scenario recheck). The slower tiers keep the mixin's holds.
-    BurnTier("critical", None, "1h", "5m", 14.4),
+    BurnTier("critical", "2m", "1h", "5m", 14.4),
     BurnTier("critical", "15m", "6h", "30m", 6.0),
     BurnTier("warning", "1h", "1d", "2h", 3.0),
     BurnTier("warning", "3h", "3d", "6h", 1.0),
 )
 # Every window a burn tier reads, shortest first: each is one recorded miss ratio per SLO.
 SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+# The latest scrape of any target, per Prometheus (and cluster): how long it has been scraping.
+SCRAPE_HISTORY = "prometheus:up_timestamp:max"
 
 
 @dataclass(frozen=True)
 class Slo:
     """A service-level objective of each model: the share of its events that must be good.
 
-    Availability counts requests (bad: failed, refused, or a canary probe that failed); the
-    latency SLOs count a histogram's observations at or under `threshold`, and a request that
-    failed counts as a miss too, so a model whose every request fails misses them all instead
-    of going quiet."""
+    Availability counts requests; the latency SLOs count a histogram's observations at or under
+    `threshold` (time to first token also counts a failed request as a miss)."""
 
     name: str  # availability | ttft | itl
     metric: str  # the metric part of its recorded names
     label: str  # short name on panels: Availability, TTFT, TPOT
     what: str  # in alert text: "availability", "time-to-first-token"
     events: str  # what one event is: "requests", "output tokens"
-    objective: float
+    objective: float  # the default; a model class may set its own (ModelClass)
+    floor: str  # the config key of its tiers' traffic floor, in its events
     signal: str | None = None  # the histogram of a latency SLO
     threshold: float | None = None  # seconds, a bucket bound of that histogram
     setting: str | None = None  # the config key of the threshold, for errors
@@ -331,31 +335,19 @@ class Slo:
     def total_rate(self) -> str:
         return f"job_model:{self.metric}:slo_total_rate{SLO_WINDOWS[0]}"
 
-    @property
-    def bad_behind(self) -> str:
-        """Bad events of the last base window its recorded rates have not yet weighed."""
-        return f"job_model:{self.metric}:slo_bad_behind{SLO_WINDOWS[0]}"
-
-    @property
-    def total_behind(self) -> str:
-        return f"job_model:{self.metric}:slo_total_behind{SLO_WINDOWS[0]}"
-
     def miss(self, window: str) -> str:
         """The share of bad events over `window`."""
         return f"job_model:{self.metric}:slo_miss_ratio_{window}"
 
-    def held(self, tier: BurnTier) -> str:
-        """1 while a paging tier stays held past its model's capacity outage: its short window
-        has burned without a break since the outage (slo_burn's capacity hold)."""
-        return f"job_model:{self.metric}:slo_capacity_held_{tier.long}"
+    def events_in(self, window: str) -> str:
+        """Events a model saw over `window`: a tier's traffic floor reads it."""
+        return f"avg_over_time({self.total_rate}[{window}]) * {int(seconds(window))}"
+
+    def bad_in(self, window: str) -> str:
+        return f"avg_over_time({self.bad_rate}[{window}]) * {int(seconds(window))}"
 
 
 AVAILABILITY_METRIC = "vllm_request_availability"
-
-
-def requests_in(window: str) -> str:
-    """Requests a model saw over `window` (availability's events): the burn alerts' floor."""
-    return f"job_model:{AVAILABILITY_METRIC}:slo_requests_{window}"
 
 
 def slos(cfg: BundleConfig) -> tuple[Slo, ...]:
@@ -368,6 +360,7 @@ def slos(cfg: BundleConfig) -> tuple[Slo, ...]:
             "availability",
             "requests",
             s.availability_objective,
+            "slo.min_requests",
         ),
         Slo(
             "ttft",
@@ -376,6 +369,7 @@ def slos(cfg: BundleConfig) -> tuple[Slo, ...]:
             "time-to-first-token",
             "requests",
             s.ttft_objective,
+            "slo.min_requests",
             "time_to_first_token",
             s.ttft_threshold_seconds,
             "slo.ttft_threshold_seconds",
@@ -387,11 +381,74 @@ def slos(cfg: BundleConfig) -> tuple[Slo, ...]:
             "time-per-output-token",
             "output tokens",
             s.itl_objective,
+            "slo.min_tokens",
             "inter_token_latency",
             s.itl_threshold_seconds,
             "slo.itl_threshold_seconds",
         ),
     )
+
+
+@dataclass(frozen=True)
+class SloTarget:
+    """One SLO as one class of models holds it: its objective and threshold."""
+
+    slo: Slo
+    objective: float
+    threshold: float | None
+    setting: str | None  # where the threshold was set, for errors
+
+    @property
+    def budget(self) -> float:
+        return round(1 - self.objective, 10)
+
+
+@dataclass(frozen=True)
+class ModelClass:
+    """The models one `slo.models` entry sets (or the rest: the defaults): its own label regex,
+    and the negation of every entry's before it, so each model is in one class."""
+
+    name: str  # "slo.models[0]", or "default"
+    rules: tuple[tuple[str, str, bool], ...]  # (label, regex, whether it must match)
+    targets: tuple[SloTarget, ...]
+
+    def target(self, name: str) -> SloTarget | None:
+        return next((t for t in self.targets if t.slo.name == name), None)
+
+    @property
+    def matchers(self) -> tuple[str, ...]:
+        return tuple(f"{label}{'=~' if must else '!~'}{quote(regex)}" for label, regex, must in self.rules)
+
+    @property
+    def selector(self) -> str:
+        """The matchers as a selector's braces ("" for the default class of a bundle without entries)."""
+        return "{" + ", ".join(self.matchers) + "}" if self.rules else ""
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Whether a series with these labels is one of this class's models."""
+        return all(
+            (re.fullmatch(regex, labels.get(label, "")) is not None) == must
+            for label, regex, must in self.rules
+        )
+
+
+def model_classes(cfg: BundleConfig, kinds: tuple[Slo, ...]) -> tuple[ModelClass, ...]:
+    """The classes of `slo.models` in order, then the default one."""
+    out, before = [], []
+    for i, entry in enumerate(cfg.slo.models):
+        rule = ("model_name", entry.model_name) if entry.model_name else ("namespace", entry.namespace)
+        targets = []
+        for slo in kinds:
+            if slo.name not in entry.slis:
+                continue
+            threshold = getattr(entry, f"{slo.name}_threshold_seconds", None)
+            setting = f"slo.models[{i}].{slo.name}_threshold_seconds" if threshold else slo.setting
+            objective = getattr(entry, f"{slo.name}_objective") or slo.objective
+            targets.append(SloTarget(slo, objective, threshold or slo.threshold, setting))
+        out.append(ModelClass(f"slo.models[{i}]", ((*rule, True), *before), tuple(targets)))
+        before.append((*rule, False))
+    default = tuple(SloTarget(s, s.objective, s.threshold, s.setting) for s in kinds)
+    return (*out, ModelClass("default", tuple(before), default))
 
 
 # -- dashboards ---------------------------------------------------------------------------
@@ -418,6 +475,7 @@ class Vocabulary:
     scope: Scope  # vLLM's own series: cluster, replica and the source's server identity
     targets: Scope  # series keyed by scrape target (log exporter, probe, GPU): no identity
     slos: tuple[Slo, ...]  # availability, and the latency SLOs whose histogram the source has
+    classes: tuple[ModelClass, ...]  # slo.models' classes, then the default one
 
     @property
     def vllm(self) -> str:
@@ -441,15 +499,21 @@ class Vocabulary:
     def slo(self, name: str) -> Slo | None:
         return next((s for s in self.slos if s.name == name), None)
 
+    def holding(self, name: str) -> list[tuple[ModelClass, SloTarget]]:
+        """The model classes that hold SLO `name`, each with its target."""
+        return [(c, t) for c in self.classes if (t := c.target(name)) is not None]
+
 
 def vocabulary(res: Resolution, cfg: BundleConfig) -> Vocabulary:
+    kinds = tuple(s for s in slos(cfg) if s.signal is None or s.signal in res.signals)
     return Vocabulary(
         cfg=cfg,
         res=res,
         names=Names(cfg.alerts.rate_window),
         scope=scope_of(cfg, res),
         targets=scope_of(cfg),
-        slos=tuple(s for s in slos(cfg) if s.signal is None or s.signal in res.signals),
+        slos=kinds,
+        classes=model_classes(cfg, kinds),
     )
 
 

@@ -306,17 +306,16 @@ local values = import '../lib/values.libsonnet';
               '(\n' +
               'job_model:vllm_replicas_ready:count < ' + v.minReadyReplicas + '\n' +
               'or\n' +
-              'job_model:vllm_replicas_ready:count < ' + v.capacityFraction + ' * job_model:vllm_replicas_discovered:count\n' +
+              'job_model:vllm_replicas_ready:count < ' + v.capacityFraction + ' * job_model:vllm_replicas_expected:count\n' +
               ')\n' +
-              '* on (' + v.clusterBy + 'job, model_name) group_right ()\n' +
-              '(job_instance_model:vllm_replica_unready:cause * 0 + 1)',
+              'and on (' + v.clusterBy + 'job, model_name) (count by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_replica_unready:cause))',
             keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
             },
             annotations: {
               summary: 'A vLLM model has lost serving capacity.',
-              description: 'Model {{ $labels.model_name }}' + v.inCluster + ' has {{ $value }} ready replicas, below its floor; {{ $labels.instance }} is {{ $labels.cause }}.',
+              description: 'Model {{ $labels.model_name }}' + v.inCluster + ' has {{ $value }} ready replicas, below its floor: ' + v.minReadyReplicas + ', or ' + v.capacityFraction + ' of the replicas it should run (job_model:vllm_replicas_expected:count); job_instance_model:vllm_replica_unready:cause names the replicas not ready and why.',
               runbook_url: c.runbookURLPattern % 'vllmmodelcapacitylow',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4883032' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
@@ -501,22 +500,19 @@ local values = import '../lib/values.libsonnet';
         rules: [
           {
             alert: 'VllmAvailabilityBudgetBurn',
-            expr:
-              '(\n' +
-              '  job_model:vllm_request_availability:slo_miss_ratio_1h > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
-              '  or\n' +
-              '  job_model:vllm_request_availability:slo_miss_ratio_1h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmAvailabilityBudgetBurn", alertstate="firing", long="1h", short="5m"}\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              '(\n' +
-              '  job_model:vllm_request_availability:slo_capacity_held_1h\n' +
-              '  or\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
-              ')',
+            expr: (if c.showMultiCluster then 
+              'job_model:vllm_request_availability:slo_miss_ratio_1h > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinRequests + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[1h]) < 2880' else 
+              'job_model:vllm_request_availability:slo_miss_ratio_1h > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinRequests + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[1h]) < 2880'),
+            'for': '2m',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '1h',
@@ -524,32 +520,26 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its availability error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 1h, 14.4x the rate its ' + v.availabilityObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 1h, and over 5m too: more than 14.4x the ' + v.availabilityObjectiveBudgetPercent2 + ' its ' + v.availabilityObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmAvailabilityBudgetBurn',
-            expr:
-              '(\n' +
-              '  job_model:vllm_request_availability:slo_miss_ratio_6h > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
-              '  or\n' +
-              '  job_model:vllm_request_availability:slo_miss_ratio_6h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmAvailabilityBudgetBurn", alertstate="firing", long="6h", short="30m"}\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(ALERTS{alertname="VllmAvailabilityBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
-              'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              '(\n' +
-              '  job_model:vllm_request_availability:slo_capacity_held_6h\n' +
-              '  or\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
-              ')',
+            expr: (if c.showMultiCluster then 
+              'job_model:vllm_request_availability:slo_miss_ratio_6h > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinRequests + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[6h]) < 17280' else 
+              'job_model:vllm_request_availability:slo_miss_ratio_6h > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinRequests + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[6h]) < 17280'),
             'for': '15m',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '6h',
@@ -557,19 +547,24 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its availability error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 6h, 6x the rate its ' + v.availabilityObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 6h, and over 30m too: more than 6x the ' + v.availabilityObjectiveBudgetPercent2 + ' its ' + v.availabilityObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmAvailabilityBudgetBurn',
-            expr:
+            expr: (if c.showMultiCluster then 
               'job_model:vllm_request_availability:slo_miss_ratio_1d > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_miss_ratio_2h > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_1d >= ' + v.sloMinRequests,
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_2h > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinRequests + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[1d]) < 69120' else 
+              'job_model:vllm_request_availability:slo_miss_ratio_1d > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_2h > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinRequests + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[1d]) < 69120'),
             'for': '1h',
             labels: {
               severity: 'warning',
@@ -578,19 +573,24 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its availability error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 1d, 3x the rate its ' + v.availabilityObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 1d, and over 2h too: more than 3x the ' + v.availabilityObjectiveBudgetPercent2 + ' its ' + v.availabilityObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmAvailabilityBudgetBurn',
-            expr:
+            expr: (if c.showMultiCluster then 
               'job_model:vllm_request_availability:slo_miss_ratio_3d > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_miss_ratio_6h > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_3d >= ' + v.sloMinRequests,
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_6h > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinRequests + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[3d]) < 207360' else 
+              'job_model:vllm_request_availability:slo_miss_ratio_3d > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_6h > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinRequests + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[3d]) < 207360'),
             'for': '3h',
             labels: {
               severity: 'warning',
@@ -599,29 +599,26 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its availability error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 3d, 1x the rate its ' + v.availabilityObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 3d, and over 6h too: more than 1x the ' + v.availabilityObjectiveBudgetPercent2 + ' its ' + v.availabilityObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmTimeToFirstTokenBudgetBurn',
-            expr:
-              '(\n' +
-              '  job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
-              '  or\n' +
-              '  job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmTimeToFirstTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              '(\n' +
-              '  job_model:vllm_time_to_first_token_seconds:slo_capacity_held_1h\n' +
-              '  or\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
-              ')',
+            expr: (if c.showMultiCluster then 
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinRequests + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[1h]) < 2880' else 
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinRequests + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[1h]) < 2880'),
+            'for': '2m',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '1h',
@@ -629,32 +626,26 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 1h, 14.4x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 1h, and over 5m too: more than 14.4x the ' + v.ttftObjectiveBudgetPercent2 + ' its ' + v.ttftObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmTimeToFirstTokenBudgetBurn',
-            expr:
-              '(\n' +
-              '  job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (6 * ' + v.ttftObjectiveBudget + ')\n' +
-              '  or\n' +
-              '  job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmTimeToFirstTokenBudgetBurn", alertstate="firing", long="6h", short="30m"}\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(ALERTS{alertname=~"VllmAvailabilityBudgetBurn|VllmTimeToFirstTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
-              'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              '(\n' +
-              '  job_model:vllm_time_to_first_token_seconds:slo_capacity_held_6h\n' +
-              '  or\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
-              ')',
+            expr: (if c.showMultiCluster then 
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinRequests + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[6h]) < 17280' else 
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinRequests + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[6h]) < 17280'),
             'for': '15m',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '6h',
@@ -662,19 +653,24 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 6h, 6x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 6h, and over 30m too: more than 6x the ' + v.ttftObjectiveBudgetPercent2 + ' its ' + v.ttftObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmTimeToFirstTokenBudgetBurn',
-            expr:
+            expr: (if c.showMultiCluster then 
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d > (3 * ' + v.ttftObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h > (3 * ' + v.ttftObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_1d >= ' + v.sloMinRequests,
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h > (3 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinRequests + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[1d]) < 69120' else 
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d > (3 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h > (3 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinRequests + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[1d]) < 69120'),
             'for': '1h',
             labels: {
               severity: 'warning',
@@ -683,19 +679,24 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 1d, 3x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 1d, and over 2h too: more than 3x the ' + v.ttftObjectiveBudgetPercent2 + ' its ' + v.ttftObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmTimeToFirstTokenBudgetBurn',
-            expr:
+            expr: (if c.showMultiCluster then 
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d > (1 * ' + v.ttftObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (1 * ' + v.ttftObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_3d >= ' + v.sloMinRequests,
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (1 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinRequests + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[3d]) < 207360' else 
+              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d > (1 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (1 * ' + v.ttftObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinRequests + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[3d]) < 207360'),
             'for': '3h',
             labels: {
               severity: 'warning',
@@ -704,29 +705,26 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 3d, 1x the rate its ' + v.ttftObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 3d, and over 6h too: more than 1x the ' + v.ttftObjectiveBudgetPercent2 + ' its ' + v.ttftObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmTimePerOutputTokenBudgetBurn',
-            expr:
-              '(\n' +
-              '  job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
-              '  or\n' +
-              '  job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmTimePerOutputTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_1h >= ' + v.sloMinRequests + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              '(\n' +
-              '  job_model:vllm_inter_token_latency_seconds:slo_capacity_held_1h\n' +
-              '  or\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 5m)\n' +
-              ')',
+            expr: (if c.showMultiCluster then 
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinTokens + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[1h]) < 2880' else 
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinTokens + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[1h]) < 2880'),
+            'for': '2m',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '1h',
@@ -734,32 +732,26 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 1h, 14.4x the rate its ' + v.itlObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 1h, and over 5m too: more than 14.4x the ' + v.itlObjectiveBudgetPercent2 + ' its ' + v.itlObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmTimePerOutputTokenBudgetBurn',
-            expr:
-              '(\n' +
-              '  job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (6 * ' + v.itlObjectiveBudget + ')\n' +
-              '  or\n' +
-              '  job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h and on (' + v.clusterBy + 'job, model_name) ALERTS{alertname="VllmTimePerOutputTokenBudgetBurn", alertstate="firing", long="6h", short="30m"}\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_6h >= ' + v.sloMinRequests + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(ALERTS{alertname=~"VllmAvailabilityBudgetBurn|VllmTimePerOutputTokenBudgetBurn", alertstate="firing", long="1h", short="5m"}[35m])\n' +
-              'unless on (' + v.clusterBy + 'job, model_name)\n' +
-              '(\n' +
-              '  job_model:vllm_inter_token_latency_seconds:slo_capacity_held_6h\n' +
-              '  or\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[' + v.recoveryFor + '] offset 35m)\n' +
-              ')',
+            expr: (if c.showMultiCluster then 
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (6 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinTokens + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[6h]) < 17280' else 
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (6 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinTokens + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[6h]) < 17280'),
             'for': '15m',
+            keep_firing_for: v.recoveryFor,
             labels: {
               severity: 'critical',
               long: '6h',
@@ -767,19 +759,24 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 6h, 6x the rate its ' + v.itlObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 6h, and over 30m too: more than 6x the ' + v.itlObjectiveBudgetPercent2 + ' its ' + v.itlObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmTimePerOutputTokenBudgetBurn',
-            expr:
+            expr: (if c.showMultiCluster then 
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d > (3 * ' + v.itlObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h > (3 * ' + v.itlObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_1d >= ' + v.sloMinRequests,
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h > (3 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinTokens + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[1d]) < 69120' else 
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d > (3 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h > (3 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinTokens + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[1d]) < 69120'),
             'for': '1h',
             labels: {
               severity: 'warning',
@@ -788,19 +785,24 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 1d, 3x the rate its ' + v.itlObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 1d, and over 2h too: more than 3x the ' + v.itlObjectiveBudgetPercent2 + ' its ' + v.itlObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmTimePerOutputTokenBudgetBurn',
-            expr:
+            expr: (if c.showMultiCluster then 
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d > (1 * ' + v.itlObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (1 * ' + v.itlObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_requests_3d >= ' + v.sloMinRequests,
+              'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (1 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinTokens + '\n' +
+              'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on (' + v.clusterLabel + ') time() - min_over_time(prometheus:up_timestamp:max[3d]) < 207360' else 
+              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d > (1 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (1 * ' + v.itlObjectiveBudget + ')\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinTokens + '\n' +
+              'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
+              'unless on () time() - min_over_time(prometheus:up_timestamp:max[3d]) < 207360'),
             'for': '3h',
             labels: {
               severity: 'warning',
@@ -809,7 +811,7 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 3d, 1x the rate its ' + v.itlObjectivePercent + ' objective allows.',
+              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 3d, and over 6h too: more than 1x the ' + v.itlObjectiveBudgetPercent2 + ' its ' + v.itlObjectivePercent + ' objective allows.',
               runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },

@@ -71,8 +71,11 @@ function(c)
   local availabilityObjectiveBudgetG = f.g(f.budget(c.availabilityObjective));
   local availabilityObjectiveBudgetPercent2 = f.fixedPercent(f.budget(c.availabilityObjective), 2);
   local sloMinRequests = f.number(c.sloMinRequests);
+  local sloMinTokens = f.number(c.sloMinTokens);
+  local sloMinBadEvents = f.number(c.sloMinBadEvents);
   local minReadyReplicas = f.number(c.minReadyReplicas);
   local capacityFraction = f.number(c.capacityFraction);
+  local expectedWindow = c.expectedWindow;
   local recoveryFor = c.recoveryFor;
   local vllmSelector = c.vllmSelector;
   local vllmJobRegex = f.regexLiteral(c.vllmJob);
@@ -165,8 +168,11 @@ function(c)
   availabilityObjectiveBudgetG: availabilityObjectiveBudgetG,
   availabilityObjectiveBudgetPercent2: availabilityObjectiveBudgetPercent2,
   sloMinRequests: sloMinRequests,
+  sloMinTokens: sloMinTokens,
+  sloMinBadEvents: sloMinBadEvents,
   minReadyReplicas: minReadyReplicas,
   capacityFraction: capacityFraction,
+  expectedWindow: expectedWindow,
   recoveryFor: recoveryFor,
   vllmSelector: vllmSelector,
   vllmJobRegex: vllmJobRegex,

@@ -157,10 +157,6 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.recording-requests',
         rules: [
           {
-            record: 'job_instance_model:vllm_served_model:last1h',
-            expr: 'group by (' + v.clusterBy + 'job, instance, model_name) (last_over_time(vllm:num_requests_running{' + v.vllmSelector + '}[1h]))',
-          },
-          {
             record: 'instance_model:vllm_probe_requests_answered:rate' + v.rateWindow,
             expr:
               'sum by (' + v.clusterBy + 'instance, model_name) (rate(vllm_probe_requests_total{' + v.probeSelector + '}[' + v.rateWindow + ']))\n' +
@@ -294,8 +290,8 @@ local values = import '../lib/values.libsonnet';
               '), "part", "0", "", "")\n' +
               '  or\n' +
               '  label_replace(job_instance:vllm_http_inference_5xx:rate' + v.rateWindow + '\n' +
-              '* on (' + v.clusterBy + 'job, instance) group_left (model_name)\n' +
-              'max by (' + v.clusterBy + 'job, instance, model_name) (job_instance_model:vllm_served_model:last1h), "part", "1", "", "")\n' +
+              '* on (' + v.clusterBy + 'job, instance) group_right ()\n' +
+              'group by (' + v.clusterBy + 'job, instance, model_name) (last_over_time(vllm:num_requests_running{' + v.vllmSelector + '}[' + v.rateWindow + '])), "part", "1", "", "")\n' +
               ')',
           },
           {
@@ -305,8 +301,8 @@ local values = import '../lib/values.libsonnet';
               '  label_replace(job_instance_model:vllm_requests_finished:rate' + v.rateWindow + ', "part", "0", "", "")\n' +
               '  or\n' +
               '  label_replace(job_instance:vllm_http_inference_requests:rate' + v.rateWindow + '\n' +
-              '* on (' + v.clusterBy + 'job, instance) group_left (model_name)\n' +
-              'max by (' + v.clusterBy + 'job, instance, model_name) (job_instance_model:vllm_served_model:last1h), "part", "1", "", "")\n' +
+              '* on (' + v.clusterBy + 'job, instance) group_right ()\n' +
+              'group by (' + v.clusterBy + 'job, instance, model_name) (last_over_time(vllm:num_requests_running{' + v.vllmSelector + '}[' + v.rateWindow + '])), "part", "1", "", "")\n' +
               ')',
           },
           {
@@ -370,6 +366,17 @@ local values = import '../lib/values.libsonnet';
         name: 'vllm-obs.recording-capacity',
         rules: [
           {
+            record: 'job_instance_model:vllm_served_model:replica',
+            expr:
+              'group by (' + v.clusterBy + 'job, instance, model_name) (vllm:num_requests_running{' + v.vllmSelector + '})\n' +
+              'or\n' +
+              '(\n' +
+              '  group by (' + v.clusterBy + 'job, instance, model_name) (last_over_time(vllm:num_requests_running{' + v.vllmSelector + '}[' + v.expectedWindow + ']))\n' +
+              '  unless on (' + v.clusterBy + 'job, instance) group by (' + v.clusterBy + 'job, instance) (vllm:num_requests_running{' + v.vllmSelector + '})\n' +
+              '  and on (' + v.clusterBy + 'job, instance) group by (' + v.clusterBy + 'job, instance) (up{' + v.vllmSelector + '})\n' +
+              ')',
+          },
+          {
             record: 'instance:vllm_restart_planned:bool',
             expr:
               '(\n' +
@@ -393,7 +400,7 @@ local values = import '../lib/values.libsonnet';
             expr:
               '(\n' +
               'label_replace(\n' +
-              '  job_instance_model:vllm_served_model:last1h\n' +
+              '  job_instance_model:vllm_served_model:replica\n' +
               '* on (' + v.clusterBy + 'instance) group_left ()\n' +
               '(max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"dead|failed_start|starting|loading"}) == 1\n' +
               'and on (' + v.clusterBy + 'instance)\n' +
@@ -402,21 +409,21 @@ local values = import '../lib/values.libsonnet';
               ')\n' +
               'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
               'label_replace(\n' +
-              '  job_instance_model:vllm_served_model:last1h\n' +
+              '  job_instance_model:vllm_served_model:replica\n' +
               '* on (' + v.clusterBy + 'instance) group_left ()\n' +
               '(max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"dead|failed_start"}) == 1),\n' +
               '  "cause", "dead", "", ""\n' +
               ')\n' +
               'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
               'label_replace(\n' +
-              '  job_instance_model:vllm_served_model:last1h\n' +
+              '  job_instance_model:vllm_served_model:replica\n' +
               '* on (' + v.clusterBy + 'instance) group_left ()\n' +
               '(max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"starting|loading"}) == 1),\n' +
               '  "cause", "restarting", "", ""\n' +
               ')\n' +
               'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
               'label_replace(\n' +
-              '  job_instance_model:vllm_served_model:last1h\n' +
+              '  job_instance_model:vllm_served_model:replica\n' +
               '* on (' + v.clusterBy + 'instance) group_left ()\n' +
               '(\n' +
               '  max by (' + v.clusterBy + 'instance) (max_over_time(vllm_probe_success{' + v.probeSelector + '}[' + v.hungFor + '])) == 0\n' +
@@ -437,9 +444,9 @@ local values = import '../lib/values.libsonnet';
               ')\n' +
               'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
               'label_replace(\n' +
-              '  job_instance_model:vllm_served_model:last1h\n' +
-              'unless on (' + v.clusterBy + 'job, instance)\n' +
-              'max_over_time(up{' + v.vllmSelector + '}[' + v.targetDownFor + ']) == 1\n' +
+              '  job_instance_model:vllm_served_model:replica\n' +
+              'and on (' + v.clusterBy + 'job, instance)\n' +
+              'max_over_time(up{' + v.vllmSelector + '}[' + v.targetDownFor + ']) == 0\n' +
               'unless on (' + v.clusterBy + 'instance)\n' +
               '(\n' +
               '  max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"ready"}) == 1\n' +
@@ -450,12 +457,12 @@ local values = import '../lib/values.libsonnet';
               ')\n' +
               ')\n' +
               'unless on (' + v.clusterBy + 'instance)\n' +
-              'instance:vllm_restart_planned:bool',
+              '(instance:vllm_restart_planned:bool or max by (' + v.clusterBy + 'instance) (vllm_log_server_state{' + v.logExporterSelector + ', state=~"stopping|stopped"}) == 1)',
           },
           {
             record: 'job_instance_model:vllm_replica_ready:bool',
             expr:
-              '(job_instance_model:vllm_served_model:last1h unless on (' + v.clusterBy + 'job, instance, model_name) job_instance_model:vllm_replica_unready:cause)\n' +
+              '(job_instance_model:vllm_served_model:replica unless on (' + v.clusterBy + 'job, instance, model_name) job_instance_model:vllm_replica_unready:cause)\n' +
               'or on (' + v.clusterBy + 'job, instance, model_name)\n' +
               'max by (' + v.clusterBy + 'job, instance, model_name) (job_instance_model:vllm_replica_unready:cause) * 0',
           },
@@ -464,19 +471,17 @@ local values = import '../lib/values.libsonnet';
             expr: 'sum by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_replica_ready:bool)',
           },
           {
-            record: 'job_model:vllm_replicas_discovered:count',
-            expr: 'count by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_served_model:last1h and on (' + v.clusterBy + 'job, instance) up{' + v.vllmSelector + '})',
+            record: 'job_model:vllm_replicas_expected:count',
+            expr: 'max_over_time(job_model:vllm_replicas_ready:count[' + v.expectedWindow + '])',
           },
+        ],
+      },
+      {
+        name: 'vllm-obs.slo-history',
+        rules: [
           {
-            record: 'job_model:vllm_replicas_ready:below_floor',
-            expr:
-              '(\n' +
-              'job_model:vllm_replicas_ready:count < ' + v.minReadyReplicas + '\n' +
-              'or\n' +
-              'job_model:vllm_replicas_ready:count < ' + v.capacityFraction + ' * job_model:vllm_replicas_discovered:count\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'count by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_replica_unready:cause)',
+            record: 'prometheus:up_timestamp:max',
+            expr: (if c.showMultiCluster then 'max by (' + v.clusterLabel + ') (timestamp(up))' else 'max(timestamp(up))'),
           },
         ],
       },
@@ -494,7 +499,9 @@ local values = import '../lib/values.libsonnet';
               '(rate(vllm_probe_failures_total{' + v.probeSelector + ', reason="refused"}[5m])\n' +
               'unless on (' + v.clusterBy + 'instance)\n' +
               'max_over_time(instance:vllm_restart_planned:bool[5m]) == 1)), "job", "' + v.vllmJob + '", "", ""), "part", "1", "", "")\n' +
-              ')',
+              ')\n' +
+              'or\n' +
+              'sum by (' + v.clusterBy + 'job, model_name) (job_instance_model:vllm_requests_good:rate' + v.rateWindow + ') * 0',
           },
           {
             record: 'job_model:vllm_request_availability:slo_total_rate5m',
@@ -504,22 +511,6 @@ local values = import '../lib/values.libsonnet';
               '  or\n' +
               '  label_replace(job_model:vllm_request_availability:slo_bad_rate5m, "part", "1", "", "")\n' +
               ')',
-          },
-          {
-            record: 'job_model:vllm_request_availability:slo_bad_behind5m',
-            expr: |||-
-              300 * job_model:vllm_request_availability:slo_bad_rate5m
-              - 300 * avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[5m])
-              + 150 * (job_model:vllm_request_availability:slo_bad_rate5m offset 5m or job_model:vllm_request_availability:slo_bad_rate5m * 0)
-            |||,
-          },
-          {
-            record: 'job_model:vllm_request_availability:slo_total_behind5m',
-            expr: |||-
-              300 * job_model:vllm_request_availability:slo_total_rate5m
-              - 300 * avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[5m])
-              + 150 * (job_model:vllm_request_availability:slo_total_rate5m offset 5m or job_model:vllm_request_availability:slo_total_rate5m * 0)
-            |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_5m',
@@ -532,128 +523,50 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_30m',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[30m])
-                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 30m or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 1800
-              ), 0)
+              avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[30m])
               /
-              ((
-                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[30m])
-                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 30m or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 1800
-              ) > 0)
+              (avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[30m]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_1h',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h])
-                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 1h or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 3600
-              ), 0)
+              avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h])
               /
-              ((
-                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h])
-                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 1h or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 3600
-              ) > 0)
+              (avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_2h',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[2h])
-                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 2h or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 7200
-              ), 0)
+              avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[2h])
               /
-              ((
-                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[2h])
-                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 2h or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 7200
-              ) > 0)
+              (avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[2h]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_6h',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h])
-                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 6h or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 21600
-              ), 0)
+              avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h])
               /
-              ((
-                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h])
-                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 6h or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 21600
-              ) > 0)
+              (avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_1d',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d])
-                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 1d or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 86400
-              ), 0)
+              avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d])
               /
-              ((
-                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d])
-                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 1d or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 86400
-              ) > 0)
+              (avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_request_availability:slo_miss_ratio_3d',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d])
-                + (job_model:vllm_request_availability:slo_bad_behind5m - (job_model:vllm_request_availability:slo_bad_behind5m offset 3d or job_model:vllm_request_availability:slo_bad_behind5m * 0)) / 259200
-              ), 0)
+              avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d])
               /
-              ((
-                avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d])
-                + (job_model:vllm_request_availability:slo_total_behind5m - (job_model:vllm_request_availability:slo_total_behind5m offset 3d or job_model:vllm_request_availability:slo_total_behind5m * 0)) / 259200
-              ) > 0)
+              (avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) > 0)
             |||,
-          },
-          {
-            record: 'job_model:vllm_request_availability:slo_requests_1h',
-            expr: 'avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h]) * 3600',
-          },
-          {
-            record: 'job_model:vllm_request_availability:slo_requests_6h',
-            expr: 'avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h]) * 21600',
-          },
-          {
-            record: 'job_model:vllm_request_availability:slo_requests_1d',
-            expr: 'avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d]) * 86400',
-          },
-          {
-            record: 'job_model:vllm_request_availability:slo_requests_3d',
-            expr: 'avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) * 259200',
-          },
-          {
-            record: 'job_model:vllm_request_availability:slo_capacity_held_1h',
-            expr:
-              '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m]) * 0 + 1\n' +
-              '  or\n' +
-              '  job_model:vllm_request_availability:slo_capacity_held_1h\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[1h])',
-          },
-          {
-            record: 'job_model:vllm_request_availability:slo_capacity_held_6h',
-            expr:
-              '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m]) * 0 + 1\n' +
-              '  or\n' +
-              '  job_model:vllm_request_availability:slo_capacity_held_6h\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[6h])',
           },
         ],
       },
@@ -691,22 +604,6 @@ local values = import '../lib/values.libsonnet';
               'job_model:vllm_time_to_first_token_seconds:slo_total_rate5m',
           },
           {
-            record: 'job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m',
-            expr: |||-
-              300 * job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m
-              - 300 * avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[5m])
-              + 150 * (job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m offset 5m or job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m * 0)
-            |||,
-          },
-          {
-            record: 'job_model:vllm_time_to_first_token_seconds:slo_total_behind5m',
-            expr: |||-
-              300 * job_model:vllm_time_to_first_token_seconds:slo_total_rate5m
-              - 300 * avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[5m])
-              + 150 * (job_model:vllm_time_to_first_token_seconds:slo_total_rate5m offset 5m or job_model:vllm_time_to_first_token_seconds:slo_total_rate5m * 0)
-            |||,
-          },
-          {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m',
             expr: |||-
               job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m
@@ -717,112 +614,50 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[30m])
-                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 30m or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 1800
-              ), 0)
+              avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[30m])
               /
-              ((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[30m])
-                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 30m or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 1800
-              ) > 0)
+              (avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[30m]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h])
-                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 1h or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 3600
-              ), 0)
+              avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h])
               /
-              ((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1h])
-                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 1h or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 3600
-              ) > 0)
+              (avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1h]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[2h])
-                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 2h or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 7200
-              ), 0)
+              avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[2h])
               /
-              ((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[2h])
-                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 2h or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 7200
-              ) > 0)
+              (avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[2h]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h])
-                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 6h or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 21600
-              ), 0)
+              avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h])
               /
-              ((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[6h])
-                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 6h or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 21600
-              ) > 0)
+              (avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[6h]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d])
-                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 1d or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 86400
-              ), 0)
+              avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d])
               /
-              ((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1d])
-                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 1d or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 86400
-              ) > 0)
+              (avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1d]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d])
-                + (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m offset 3d or job_model:vllm_time_to_first_token_seconds:slo_bad_behind5m * 0)) / 259200
-              ), 0)
+              avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d])
               /
-              ((
-                avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[3d])
-                + (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m - (job_model:vllm_time_to_first_token_seconds:slo_total_behind5m offset 3d or job_model:vllm_time_to_first_token_seconds:slo_total_behind5m * 0)) / 259200
-              ) > 0)
+              (avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[3d]) > 0)
             |||,
-          },
-          {
-            record: 'job_model:vllm_time_to_first_token_seconds:slo_capacity_held_1h',
-            expr:
-              '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m]) * 0 + 1\n' +
-              '  or\n' +
-              '  job_model:vllm_time_to_first_token_seconds:slo_capacity_held_1h\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[1h])',
-          },
-          {
-            record: 'job_model:vllm_time_to_first_token_seconds:slo_capacity_held_6h',
-            expr:
-              '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m]) * 0 + 1\n' +
-              '  or\n' +
-              '  job_model:vllm_time_to_first_token_seconds:slo_capacity_held_6h\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[6h])',
           },
         ],
       },
@@ -831,12 +666,7 @@ local values = import '../lib/values.libsonnet';
         rules: [
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_total_rate5m',
-            expr:
-              'sum by (' + v.clusterBy + 'job, model_name) (\n' +
-              '  label_replace(sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[5m])), "part", "0", "", "")\n' +
-              '  or\n' +
-              '  label_replace(job_model:vllm_request_availability:slo_bad_rate5m, "part", "1", "", "")\n' +
-              ')',
+            expr: 'sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.vllmSelector + '}[5m]))',
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m',
@@ -844,22 +674,6 @@ local values = import '../lib/values.libsonnet';
               'clamp_min(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m - on (' + v.clusterBy + 'job, model_name) (sum by (' + v.clusterBy + 'job, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.vllmSelector + ', le="0.2"}[5m]))), 0)\n' +
               'or\n' +
               'job_model:vllm_inter_token_latency_seconds:slo_total_rate5m',
-          },
-          {
-            record: 'job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m',
-            expr: |||-
-              300 * job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m
-              - 300 * avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[5m])
-              + 150 * (job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m offset 5m or job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m * 0)
-            |||,
-          },
-          {
-            record: 'job_model:vllm_inter_token_latency_seconds:slo_total_behind5m',
-            expr: |||-
-              300 * job_model:vllm_inter_token_latency_seconds:slo_total_rate5m
-              - 300 * avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[5m])
-              + 150 * (job_model:vllm_inter_token_latency_seconds:slo_total_rate5m offset 5m or job_model:vllm_inter_token_latency_seconds:slo_total_rate5m * 0)
-            |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m',
@@ -872,112 +686,50 @@ local values = import '../lib/values.libsonnet';
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[30m])
-                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 30m or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 1800
-              ), 0)
+              avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[30m])
               /
-              ((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[30m])
-                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 30m or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 1800
-              ) > 0)
+              (avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[30m]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h])
-                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 1h or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 3600
-              ), 0)
+              avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h])
               /
-              ((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1h])
-                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 1h or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 3600
-              ) > 0)
+              (avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1h]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[2h])
-                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 2h or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 7200
-              ), 0)
+              avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[2h])
               /
-              ((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[2h])
-                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 2h or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 7200
-              ) > 0)
+              (avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[2h]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h])
-                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 6h or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 21600
-              ), 0)
+              avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h])
               /
-              ((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[6h])
-                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 6h or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 21600
-              ) > 0)
+              (avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[6h]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d])
-                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 1d or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 86400
-              ), 0)
+              avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d])
               /
-              ((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1d])
-                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 1d or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 86400
-              ) > 0)
+              (avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1d]) > 0)
             |||,
           },
           {
             record: 'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d',
             expr: |||-
-              clamp_min((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d])
-                + (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m offset 3d or job_model:vllm_inter_token_latency_seconds:slo_bad_behind5m * 0)) / 259200
-              ), 0)
+              avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d])
               /
-              ((
-                avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[3d])
-                + (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m - (job_model:vllm_inter_token_latency_seconds:slo_total_behind5m offset 3d or job_model:vllm_inter_token_latency_seconds:slo_total_behind5m * 0)) / 259200
-              ) > 0)
+              (avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[3d]) > 0)
             |||,
-          },
-          {
-            record: 'job_model:vllm_inter_token_latency_seconds:slo_capacity_held_1h',
-            expr:
-              '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[5m]) * 0 + 1\n' +
-              '  or\n' +
-              '  job_model:vllm_inter_token_latency_seconds:slo_capacity_held_1h\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[1h])',
-          },
-          {
-            record: 'job_model:vllm_inter_token_latency_seconds:slo_capacity_held_6h',
-            expr:
-              '(\n' +
-              '  count_over_time(job_model:vllm_replicas_ready:below_floor[35m]) * 0 + 1\n' +
-              '  or\n' +
-              '  job_model:vllm_inter_token_latency_seconds:slo_capacity_held_6h\n' +
-              ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
-              'and on (' + v.clusterBy + 'job, model_name)\n' +
-              'count_over_time(job_model:vllm_replicas_ready:below_floor[6h])',
           },
         ],
       },

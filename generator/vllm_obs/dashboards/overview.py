@@ -6,7 +6,7 @@ from ..config import BundleConfig
 from ..promql import number
 from ..rules.expressions import queue_threshold
 from ..signals import Resolution
-from ..vocabulary import BURN_TIERS, DASHBOARDS, HISTOGRAMS, Names, Vocabulary
+from ..vocabulary import BURN_TIERS, DASHBOARDS, HISTOGRAMS, Names, Slo, Vocabulary
 from .panels.common import (
     CRIT,
     FLEET_LINES,
@@ -79,15 +79,15 @@ def _fleet(res: Resolution, cfg: BundleConfig, f: Filters, n: Names) -> tuple[Pa
         Panel(
             title="Ready replicas per model",
             description=(
-                "Replicas ready (scraped, engine alive, canary answering; stopped or restarted on purpose "
-                "counts as ready) and discovered (scrape targets that served the model within the hour). "
-                "Below the dashed floor, or below paging.capacity_fraction of those discovered, the model "
-                "pages (VllmModelCapacityLow)."
+                "Replicas ready (scraped, engine alive, canary answering; restarted on purpose counts as "
+                "ready) and expected (kube-state-metrics' desired replicas, paging.expected_replicas, or the "
+                "most ready within paging.expected_window). Below the dashed floor, or below "
+                "paging.capacity_fraction of those expected, the model pages (VllmModelCapacityLow)."
             ),
             unit="none",
             queries=(
                 Query(f"{n.replicas_ready}{f.model}", "ready {{model_name}}"),
-                Query(f"{n.replicas_discovered}{f.model}", "discovered {{model_name}}"),
+                Query(f"{n.replicas_expected}{f.model}", "expected {{model_name}}"),
             ),
             thresholds=((cfg.paging.min_ready_replicas, CRIT),),
             min=0,
@@ -259,17 +259,22 @@ def _burn(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
                 ),
                 unit="none",
                 queries=tuple(
-                    Query(
-                        f"{slo.miss(t.long)}{f.model} / {slo.budget:g}",
-                        f"{t.long} {{{{model_name}}}}",
-                    )
-                    for t in BURN_TIERS
+                    Query(_per_class(f, slo, t.long), f"{t.long} {{{{model_name}}}}") for t in BURN_TIERS
                 ),
                 thresholds=BURN_FACTORS,
                 min=0,
             )
         )
     return tuple(out)
+
+
+def _per_class(f: Filters, slo: Slo, window: str) -> str:
+    """The miss ratio over `window` as a multiple of each model's budget (slo.models' own)."""
+    parts = [
+        f"{slo.miss(window)}{{{', '.join((*cls.matchers, f.model[1:-1]))}}} / {target.budget:g}"
+        for cls, target in f.v.holding(slo.name)
+    ]
+    return parts[0] if len(parts) == 1 else " or ".join(f"({p})" for p in parts)
 
 
 def _load(res: Resolution, cfg: BundleConfig, f: Filters, n: Names, a) -> tuple[Panel, ...]:

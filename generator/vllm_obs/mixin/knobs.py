@@ -106,8 +106,11 @@ def value_knobs() -> list[Knob]:
         out.append(Knob(camel(f.name), "alerts", f.name, kind, f.metadata["doc"]))
     for key in ("ttft_objective", "itl_objective", "availability_objective"):
         out.append(Knob(camel(key), "slo", key, "objective", _doc(SloSection, key)))
-    out.append(Knob("sloMinRequests", "slo", "min_requests", "number", _doc(SloSection, "min_requests")))
+    for key in ("min_requests", "min_tokens", "min_bad_events"):
+        out.append(Knob(camel(f"slo_{key}"), "slo", key, "number", _doc(SloSection, key)))
     for f in dataclasses.fields(PagingSection):
+        if f.name == "expected_replicas":
+            continue  # per model: structure, written as generated
         kind = _kind(f)
         out.append(Knob(camel(f.name), "paging", f.name, kind, f.metadata["doc"]))
     for f in dataclasses.fields(GpuSection):

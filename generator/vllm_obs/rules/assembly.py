@@ -92,6 +92,10 @@ def assemble(v: Vocabulary, areas: tuple[ModuleType, ...] = AREAS) -> Assembled:
                 continue  # off in this bundle (no log exporter, no probe, no GPU layer...)
             if any(rule.name != d.name for rule in built):
                 raise DeclarationError(f"the declaration of {d.name} builds rules of another name")
+            if any(r.severity == "critical" for r in built) and not (d.runbook.why and d.runbook.first):
+                raise DeclarationError(
+                    f"{d.name} pages: its runbook needs `why` (the queries) and `first` (the first moves)."
+                )
             alerts.append(d)
             rules += built
         if rules:

@@ -81,7 +81,7 @@ def _request_recordings(v: Vocabulary) -> list[Recording]:
     sc = v.scope
     inst = by(sc.instance_model)
     rate_of = vllm_rates(v)
-    out: list[Recording] = [Recording(n.served_model, _served_model(v))]
+    out: list[Recording] = []
 
     # Requests finished: the success counter (all finished_reason values) where the release
     # has it, else the count of the end-to-end or TTFT histogram. Good ones finished `stop` or
@@ -140,14 +140,6 @@ def _token_recordings(v: Vocabulary) -> list[Recording]:
     return out
 
 
-def _served_model(v: Vocabulary) -> str:
-    """1 for each replica and the model it served within the last hour, also once it is gone:
-    how a server that stopped answering, and its HTTP counters, are tied to a model."""
-    res = v.res
-    key = next(k for k in FOUNDATIONS[0] if k in res.signals)
-    return f"group by ({by(v.scope.instance_model)}) (last_over_time({selector(res[key].name, v.vllm)}[1h]))"
-
-
 def _probe_answered(v: Vocabulary) -> str:
     w, keyed = v.cfg.alerts.rate_window, by(v.scope.target_model)
     requests = select(PROBE, "vllm_probe_requests", v.probe)
@@ -189,12 +181,14 @@ def _http_recordings(v: Vocabulary) -> list[Recording]:
 
 
 def _with_model(v: Vocabulary, per_server: str) -> str:
-    """A per-server series (HTTP counters have no model_name) under the model the server serves,
-    with the labels a platform keeps on the server's series (one server per target there)."""
-    copied = ("model_name", *v.scope.identity)
+    """A per-server series (HTTP counters have no model_name) under each model the server served
+    within the rate window: a server that swapped models, or serves two names, never makes the
+    join fail (group_right: one server's value for each of its models)."""
+    res, inst, w = v.res, by(v.scope.instance_model), v.cfg.alerts.rate_window
+    gauge = selector(res[next(k for k in FOUNDATIONS[0] if k in res.signals)].name, v.vllm)
     return (
-        f"{per_server}\n* on ({by(v.scope.instance)}) group_left ({by(copied)})\n"
-        f"max by ({by((*v.scope.instance, *copied))}) ({v.names.served_model})"
+        f"{per_server}\n* on ({by(v.scope.instance)}) group_right ()\n"
+        f"group by ({inst}) (last_over_time({gauge}[{w}]))"
     )
 
 

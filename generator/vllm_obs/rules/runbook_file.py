@@ -30,7 +30,14 @@ def runbook(assembled: Assembled, v: Vocabulary) -> str:
         section = d.runbook
         assert section is not None  # the assembler refuses a declaration without one
         values = {**common, **section.values}
-        lines += ["", f"## {d.name}", "", f"**Meaning.** {section.meaning}", "", "**Confirm.**", ""]
+        lines += ["", f"## {d.name}", ""]
+        if section.why:
+            lines += ["**Why did this fire.** Paste these into Prometheus:", ""]
+            lines += [f"- {item.format(**values)}" for item in section.why]
+            lines += ["", "**The first five minutes.**", ""]
+            lines += [f"{i}. {item.format(**values)}" for i, item in enumerate(section.first, 1)]
+            lines += [""]
+        lines += [f"**Meaning.** {section.meaning}", "", "**Confirm.**", ""]
         lines += [f"- {item.format(**values)}" for item in section.confirm]
         lines += ["", "**Act.**", ""]
         lines += [f"- {item}" for item in section.act]

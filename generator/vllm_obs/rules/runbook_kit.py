@@ -20,6 +20,9 @@ class Section:
     confirm: list[str]  # markdown bullets; {placeholders} filled from the bundle
     act: list[str]
     values: dict[str, str] = field(default_factory=dict)  # placeholders of this section only
+    # A page's runbook opens with these: the queries that reproduce it, and the first moves.
+    why: list[str] = field(default_factory=list)
+    first: list[str] = field(default_factory=list)
 
 
 def placeholders(v: Vocabulary) -> dict[str, str]:
@@ -50,7 +53,8 @@ def placeholders(v: Vocabulary) -> dict[str, str]:
         "errors": n.request_errors,
         "failures": n.request_failures,
         "replicas_ready": n.replicas_ready,
-        "replicas_discovered": n.replicas_discovered,
+        "replicas_expected": n.replicas_expected,
+        "replicas_desired": n.replicas_desired,
         "replica_unready": n.replica_unready,
         "http_errors": n.http_errors,
         "generation_series": name_of("generation_tokens"),

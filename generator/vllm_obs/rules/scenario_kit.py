@@ -8,6 +8,7 @@ thresholds, so a user who changes a threshold gets tests that still pin it.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -139,6 +140,13 @@ class Inputs:
         self.cfg = v.cfg
         self.base = {"job": v.cfg.prometheus.vllm_job, **equality_labels(v.cfg.prometheus.extra_selector)}
         self.scope = v.scope
+        self.model = MODEL  # the model every series is of (with_model: another)
+
+    def with_model(self, model: str) -> Inputs:
+        """The same inputs, for the series of another model."""
+        other = copy.copy(self)
+        other.model = model
+        return other
 
     def at_target(self, who: str = REPLICA) -> dict[str, str]:
         """Labels of a scrape target (REPLICA or NEIGHBOUR).
@@ -185,24 +193,24 @@ class Inputs:
     def labels(
         self, instance: str = REPLICA, signal: Signal | None = None, engine: str = "0", **extra: str
     ) -> dict:
-        out = {**self.base, **self.at(instance), "model_name": MODEL, **extra}
+        out = {**self.base, **self.at(instance), "model_name": self.model, **extra}
         if signal is not None and signal.has_label("engine"):
             out["engine"] = engine
         return out
 
     def fleet_result(self) -> dict[str, str]:
         """Labels of an alert aggregated by job and model_name (and the replica's partition)."""
-        return {**self.partition(REPLICA), "job": self.cfg.prometheus.vllm_job, "model_name": MODEL}
+        return {**self.partition(REPLICA), "job": self.cfg.prometheus.vllm_job, "model_name": self.model}
 
     def result(self, instance: str = REPLICA) -> dict[str, str]:
         """Labels of an alert aggregated by job, instance and model_name."""
-        return {"job": self.cfg.prometheus.vllm_job, **self.at(instance), "model_name": MODEL}
+        return {"job": self.cfg.prometheus.vllm_job, **self.at(instance), "model_name": self.model}
 
     def probe_labels(self, who: str = REPLICA, model: bool = True) -> dict[str, str]:
         """A canary probe's series about one server, as the probe scrape job relabels them."""
         out = {"job": self.cfg.prometheus.probe_job, "probe_address": PROBE_ADDRESS, **self.at_target(who)}
         if model:
-            out["model_name"] = MODEL
+            out["model_name"] = self.model
         return out
 
     def probe(

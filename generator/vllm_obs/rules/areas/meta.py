@@ -93,6 +93,13 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Fix the rule the error names (regenerate the bundle if it was edited by hand), or give "
                     "Prometheus the memory and `--query.timeout` its fleet needs.",
                 ],
+                why=["`sum by (rule_group) (increase(prometheus_rule_evaluation_failures_total[10m])) > 0`"],
+                first=[
+                    "Open Prometheus' Rules page: the failing rule shows its last error.",
+                    "A deploy of the rules or of Prometheus in the last hour? Roll it back.",
+                    "Out of memory or timing out on a large fleet: give Prometheus more memory or a longer "
+                    "`--query.timeout`; meanwhile the alerts of that group are blind, so watch the dashboards.",
+                ],
             ),
             scenarios=_rule_failure_cases,
         ),
@@ -123,6 +130,15 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "path to the receiver, or renew an expired key; Alertmanager reads the files again on "
                     "each notification.",
                 ],
+                why=[
+                    "`sum by (integration) (rate(alertmanager_notifications_failed_total[5m])) > 0`",
+                    "`rate(prometheus_notifications_errors_total[5m]) > 0`",
+                ],
+                first=[
+                    "Which integration fails? Alertmanager's log names the receiver and its error.",
+                    "The pager's integration: until it is fixed, pages reach nobody; watch Alertmanager's UI.",
+                    "A key or URL file missing or expired: put it back; a network path: fix it.",
+                ],
             ),
             scenarios=_notification_cases,
         ),
@@ -144,6 +160,14 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "`amtool check-config alerts/alertmanager.yml`",
                 ],
                 act=["Fix the file the error names and reload again."],
+                why=[
+                    "`prometheus_config_last_reload_successful == 0`, "
+                    "`alertmanager_config_last_reload_successful == 0`",
+                ],
+                first=[
+                    "Read the error in the component's log; the previous configuration still runs.",
+                    "Revert the change that broke it, or fix the file and reload.",
+                ],
             ),
             scenarios=_reload_cases,
         ),

@@ -1,0 +1,1 @@
+"""promtool cases, one module per area whose cases outgrew its declarations."""
