@@ -42,7 +42,7 @@ from tests.support.notifications import NotificationRecorder, webhook_receivers
 from tests.support.vllm_server import free_port
 
 from ..fleet.exposition import CAPTURE, load_template
-from . import timescale
+from . import timescale, workbook
 from .budgets import budget
 from .canary import Canary
 from .fleet import Fleet, instance_name, instance_names
@@ -117,7 +117,8 @@ def bundle_config(instances: list[str], address: str, am: int, prom: int, record
 
 def generate(folder: Path, config: dict, rules: str, before: str) -> None:
     """The bundle the run judges into folder/bundle: this checkout's (its rules replaced by the
-    peer's for `peer`), or the generator's of commit `before`."""
+    peer's for `peer`, its burn pages by the workbook's for `workbook`), or the generator's of
+    commit `before`."""
     path = folder / "bundle-config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     if rules == "before":
@@ -141,6 +142,8 @@ def generate(folder: Path, config: dict, rules: str, before: str) -> None:
         raise BundleError(f"vllm-obs generate refused the run's configuration: {last[0].strip()}")
     if rules == "peer":
         use_rules(folder / "bundle", peer_rules())
+    if rules == "workbook":
+        workbook.apply(folder / "bundle", build(BundleConfig, config, "", "the run's configuration"))
 
 
 def scrape_from_files(prometheus_yml: Path, files: dict[str, Path]) -> None:
@@ -488,7 +491,8 @@ def parser() -> argparse.ArgumentParser:
         "--rules",
         default="bundle",
         help="the rule sets judged on the same simulation, comma-separated: bundle (this checkout's), "
-        "before (the bundle of --before's generator), peer (vLLM PR #34638's rules)",
+        "workbook (its burn pages as the SRE workbook writes them), before (the bundle of --before's "
+        "generator), peer (vLLM PR #34638's rules)",
     )
     p.add_argument("--before", default=BEFORE, help="the commit whose generator makes the `before` bundle")
     p.add_argument("--engine", default="gpu", help=f"the replicas' engine profile in {ENGINES.name}")
