@@ -121,9 +121,10 @@ class ReplicaMetrics:
     def _observe(self, hist: Histogram, observed: list[float]) -> None:
         if not observed:
             return
-        self.values[hist.buckets] += cumulative(hist.bounds, observed)
-        self.values[hist.count] += len(observed)
-        self.values[hist.sum] += float(np.sum(observed))
+        values = np.asarray(observed, dtype=float)
+        self.values[hist.buckets] += cumulative(hist.bounds, values)
+        self.values[hist.count] += len(values)
+        self.values[hist.sum] += float(values.sum())
 
 
 def cumulative(bounds: Sequence[float], observed: Sequence[float]) -> np.ndarray:

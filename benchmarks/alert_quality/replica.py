@@ -30,6 +30,9 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+# The most steps one run of decode steps computes at once.
+MAX_RUN = 4096
+
 
 @dataclass(frozen=True)
 class EngineParams:
@@ -112,6 +115,7 @@ class Replica:
         self.done: list[Request] = []
         self.slowdown = 1.0  # every step takes this many times as long
         self.hung = False  # no step runs
+        self.runs = True  # decode-only stretches computed at once (decode_run); False: step by step
 
     # -- what a scrape reads -----------------------------------------------------------
 
@@ -140,9 +144,67 @@ class Replica:
     def run_until(self, t: float) -> None:
         """Run steps while there is work and a step starts before t; idle up to t otherwise."""
         while self.now < t and (self.running or self.waiting) and not self.hung:
+            if self.runs and self.decode_run(t):
+                continue
             if not self.step():
                 break  # nothing schedulable: a head-of-line request waits for blocks
         self.now = max(self.now, t)
+
+    def decode_run(self, t: float) -> bool:
+        """The steps before t in which nothing but decoding can happen, computed in one pass:
+        what `step` would do one step at a time (the simulation's hot path). It applies while
+        every running request decodes, no waiting one can be admitted, none finishes and the
+        free KV blocks cover what the run needs; the step that breaks one of these is left to
+        `step`. False when fewer than two steps apply."""
+        running, p = self.running, self.p
+        n = len(running)
+        if n == 0 or n > p.max_num_batched_tokens:
+            return False
+        left, context = MAX_RUN + 1, 0
+        for r in running:
+            if r.prompt + r.generated - r.cached != 1 or r.generated == 0:
+                return False  # prefilling (see to_prefill)
+            left = min(left, r.output - r.generated)
+            context += r.cached
+        if self.waiting and n < p.max_num_seqs:
+            head = self.waiting[0]
+            tokens = min(head.to_prefill, p.max_num_batched_tokens - n)
+            if p.blocks_for(head.cached + tokens) - head.blocks <= self.free_blocks:
+                return False  # the head may be admitted at the next step
+        if left - 1 < 2:
+            return False
+        base = p.step_base + p.per_prefill_token * 0 + p.per_decode_seq * n
+        per, slow, now = p.per_context_token, self.slowdown, self.now
+        ends: list[float] = []
+        while len(ends) < left - 1 and now < t:  # each step starts where the last ended
+            now += (base + per * context) * slow
+            ends.append(now)
+            context += n
+        size = p.block_size
+        k = len(ends)
+        while (
+            k >= 2 and sum(max(0, -(-(r.cached + k) // size) - r.blocks) for r in running) > self.free_blocks
+        ):
+            k //= 2  # a run that would need a preemption is left to `step`, a step at a time
+        if k < 2:
+            return False
+        end = ends[k - 1]
+        s = self.seen
+        itl = s.inter_token_latency
+        for r in running:
+            extra = -(-(r.cached + k) // size) - r.blocks
+            if extra > 0:
+                r.blocks += extra
+                self.free_blocks -= extra
+            r.cached += k
+            r.generated += k
+            itl.append(ends[0] - r.last_token_at)
+            r.last_token_at = end
+        itl.extend([b - a for a, b in zip(ends[: k - 1], ends[1:k], strict=True)] * n)
+        s.iteration_tokens.extend([n] * k)
+        s.generation_tokens += n * k
+        self.now = end
+        return True
 
     def step(self) -> bool:
         """One engine step; False when nothing could be scheduled."""

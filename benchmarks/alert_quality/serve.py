@@ -49,7 +49,7 @@ class Simulation:
         t = min(target, self.fleet.now + self.chunk)
         if t > self.fleet.now:
             began = time.monotonic()
-            self.fleet.advance(t)
+            self.fleet.advance(t, metrics=False)  # each exposition is brought up to date when read
             self.canary.advance(t)
             self.slowest_tick = max(self.slowest_tick, time.monotonic() - began)
             self.walls.append(time.time())
@@ -94,7 +94,7 @@ class Simulation:
         key = (self.fleet.now, id(member.metrics))
         cached = self._renders.get(member.instance)
         if cached is None or cached[0] != key:
-            cached = (key, member.metrics.render().encode())
+            cached = (key, member.exposition().encode())
             self._renders[member.instance] = cached
         return cached[1]
 
