@@ -17,11 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .background import Background
 from .exposition import ReplicaMetrics
 from .lifecycle import GRACE, Server
 from .replica import EngineParams, Replica, Request
 from .scenario import Model
 from .traces import Arrivals
+
+QUIET = Background(error_share=0.0, abort_share=0.0, rhythm=0.0, client_timeout=0.0)  # none at all
 
 
 def instance_name(model: str, index: int) -> str:
@@ -46,9 +49,12 @@ class Member:
     replica: Replica = field(init=False)
     metrics: ReplicaMetrics = field(init=False)
     server: Server = field(init=False)
+    task: str = "generate"  # or "embed": a pooling model
     error_share: float = 0.0  # of the requests routed here, failed inside the engine (a 5xx)
     reject_share: float = 0.0  # refused at admission (a 4xx)
+    background: Background = field(default_factory=lambda: QUIET)  # errors and aborts of a healthy day
     lost: int = 0  # in flight when its engine died or a stop's grace ran out, over every start
+    resent: int = 0  # of those, re-sent by their clients to other replicas (a backlog)
     died_at: float | None = None  # the last engine death
     service: Service | None = field(default=None, repr=False, compare=False)  # told of each change
     _pending: list = field(default_factory=list)
@@ -57,10 +63,11 @@ class Member:
     def __post_init__(self) -> None:
         self.server = Server.ready_at(self.epoch)
         self._fresh_engine(0.0)
+        self.host = instance_name(self.model, self.index)  # kept when it serves another model
 
     @property
     def instance(self) -> str:
-        return instance_name(self.model, self.index)
+        return self.host
 
     @property
     def ready(self) -> bool:
@@ -119,6 +126,7 @@ class Member:
     def _fresh_engine(self, at: float) -> None:
         self.replica = Replica(self.params)
         self.replica.now = at
+        self.replica.timeout = self.background.client_timeout or None
         self.metrics = ReplicaMetrics(self.model, self.epoch + at, self.template, drain=self.drain)
 
 
@@ -151,12 +159,26 @@ class Fleet:
         seed: int,
         template=None,
         drain: bool = False,
+        background: Background = QUIET,
     ) -> None:
+        """background: the errors and client aborts of a healthy fleet (background.py); its
+        draws come from a generator of their own, so the routing is the same without them."""
         self.rng = np.random.default_rng(seed)
+        self.noise = np.random.default_rng([seed, 1])
         self.services: list[Service] = []
         for model, params, arrivals in models:
             members = [
-                Member(model.model, model.namespace, i, params, started, template, drain)
+                Member(
+                    model.model,
+                    model.namespace,
+                    i,
+                    params,
+                    started,
+                    template,
+                    drain,
+                    task=model.task,
+                    background=background,
+                )
                 for i in range(model.replicas)
             ]
             service = Service(model, members, arrivals, routed=[0] * len(members))
@@ -202,13 +224,17 @@ class Fleet:
         self.now = t
 
     def _route(self, member: Member, at: float, prompt: int, output: int) -> None:
-        """One request to one member: refused or failed by the share an incident set, else
-        submitted to its engine."""
-        draw, seen = self.rng.random(), member.replica.seen
+        """One request to one member: refused or failed by the share an incident set (or the
+        background's errors), else submitted to its engine, where its client may abandon it."""
+        draw, seen, quiet = self.rng.random(), member.replica.seen, member.background
         if draw < member.reject_share:
             seen.refused += 1
-        elif draw < member.reject_share + member.error_share:
+        elif draw < member.reject_share + member.error_share + quiet.error_share:
             seen.errored += 1
         else:
             member.replica.run_until(at)
-            member.replica.submit(Request(at, prompt, output))
+            request = Request(at, prompt, output, pooling=member.task == "embed")
+            member.replica.submit(request)
+            if quiet.abort_share and self.noise.random() < quiet.abort_share:
+                patience = float(self.noise.exponential(quiet.abort_after))
+                member.at(at + patience, lambda m, t, r=request: m.replica.abort(r))

@@ -21,7 +21,9 @@ The benchmark's incidents act on it through three faults: a slowdown (every step
 a hang (no step runs; requests pile up and wait) and a smaller KV cache (the most recently
 admitted requests are preempted until the rest fit). A death is the end of the Replica: its
 requests in flight are lost, and the server that starts again is a new one, its counters from
-zero. A request whose client gave up is aborted (vLLM counts it finished, reason `abort`).
+zero. A request whose client gave up is aborted (vLLM counts it finished, reason `abort`). A
+pooling request (an embedding model's) ends with its prompt's last chunk: no output token, no
+inter-token latency, finished `stop`.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class Request:
     last_token_at: float | None = None
     finished_at: float | None = None
     preemptions: int = 0
+    pooling: bool = False  # an embedding (pooling) request: done at its prompt, no output token
 
     @property
     def to_prefill(self) -> int:
@@ -101,6 +104,7 @@ class Observations:
     errored: int = 0  # failed inside the engine (an error burst): finished_reason="error"
     refused: int = 0  # refused at admission by a queue limit (an incident): a 4xx
     aborted: int = 0  # the client disconnected first: finished_reason="abort"
+    stopped: int = 0  # of `finished`, those that ended with finished_reason="stop" (pooling)
 
 
 class Replica:
@@ -116,6 +120,7 @@ class Replica:
         self.slowdown = 1.0  # every step takes this many times as long
         self.hung = False  # no step runs
         self.runs = True  # decode-only stretches computed at once (decode_run); False: step by step
+        self.timeout: float | None = None  # a client gives up on a request still queued this long
 
     # -- what a scrape reads -----------------------------------------------------------
 
@@ -144,11 +149,23 @@ class Replica:
     def run_until(self, t: float) -> None:
         """Run steps while there is work and a step starts before t; idle up to t otherwise."""
         while self.now < t and (self.running or self.waiting) and not self.hung:
+            if self.timeout is not None:
+                self._expire(self.now)
             if self.runs and self.decode_run(t):
                 continue
             if not self.step():
                 break  # nothing schedulable: a head-of-line request waits for blocks
         self.now = max(self.now, t)
+        if self.timeout is not None:
+            self._expire(self.now)
+
+    def _expire(self, now: float) -> None:
+        """Abort the queued requests whose clients gave up waiting (`timeout` after they came):
+        the queue is in arrival order but for preempted requests, put back at its head."""
+        waiting, timeout = self.waiting, self.timeout
+        while waiting and waiting[0].arrival + timeout <= now:
+            waiting.popleft()
+            self.seen.aborted += 1
 
     def decode_run(self, t: float) -> bool:
         """The steps before t in which nothing but decoding can happen, computed in one pass:
@@ -252,6 +269,8 @@ class Replica:
 
     def abort(self, request: Request) -> None:
         """The client gave up: the request leaves the queue or the batch, its blocks freed."""
+        if request.finished_at is not None:
+            return
         if request in self.waiting:
             self.waiting.remove(request)
         elif request in self.running:
@@ -316,6 +335,11 @@ class Replica:
             request.cached += tokens
             if request.to_prefill:
                 continue  # a chunk of a longer prompt: no token sampled yet
+            if request.pooling:  # its output (the embedding) comes with the prompt's last chunk
+                request.first_token_at = request.last_token_at = end
+                self.seen.time_to_first_token.append(end - request.arrival)
+                self._finish(request, end)
+                continue
             request.generated += 1
             self.seen.generation_tokens += 1
             if request.last_token_at is None:
@@ -336,6 +360,7 @@ class Replica:
         s, first = self.seen, request.first_token_at
         assert first is not None and request.scheduled_at is not None
         s.finished += 1
+        s.stopped += request.pooling
         s.e2e_request_latency.append(at - request.arrival)
         s.request_queue_time.append(request.scheduled_at - request.arrival)
         s.request_prefill_time.append(first - request.scheduled_at)

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import yaml
 from vllm_obs.cli import main as vllm_obs
 from vllm_obs.config import BundleConfig, build
@@ -54,7 +55,7 @@ from .scenario import Scenario, load_scenario
 from .scoring import Notification, Routing, Score, model_finder, score
 from .serve import Simulation, serve, write_targets
 from .timeline import draw
-from .traces import TraceMissing, arrivals, load
+from .traces import Arrivals, TraceMissing, arrivals, load
 
 HERE = Path(__file__).resolve().parent
 ENGINES = HERE / "engines.yaml"
@@ -82,18 +83,28 @@ def engine(name: str) -> EngineParams:
 
 
 def traffic(scenario: Scenario, params: EngineParams):
-    """Each model's arrivals from its trace (lengths capped to the engine's context), its spikes
-    laid over them."""
+    """Each model's arrivals from its trace (lengths capped to the engine's context; an embedding
+    model's requests without output), on the day's rhythm, its spikes laid over them."""
     out = []
+    quiet = scenario.background
+    peak = 1.0 + quiet.rhythm
     for n, model in enumerate(scenario.fleet):
         trace = load(model.trace).scaled_lengths(1, params.max_model_len)
         seed = scenario.seed * 1000 + n
-        flow = arrivals(trace, model.per_replica_rate * model.replicas, scenario.duration, seed)
+
+        def day(t, offset=0.0):
+            return quiet.load(t + offset, scenario.start_hour)
+
+        rate = model.per_replica_rate * model.replicas
+        flow = arrivals(trace, rate, scenario.duration, seed, load=day if quiet.rhythm else None, peak=peak)
         for k, incident in enumerate(scenario.incidents):
             if incident.kind == "traffic_spike" and incident.target.model == model.model:
-                extra_rate = model.per_replica_rate * model.replicas * (incident.params["factor"] - 1)
-                extra = arrivals(trace, extra_rate, incident.end - incident.at, seed + 100 + k)
+                extra_rate = rate * (incident.params["factor"] - 1)
+                shifted = (lambda t, at=incident.at: day(t, at)) if quiet.rhythm else None
+                extra = arrivals(trace, extra_rate, incident.end - incident.at, seed + 100 + k, shifted, peak)
                 flow = spiked(flow, extra, incident.at)
+        if model.task == "embed":
+            flow = Arrivals(flow.time, flow.prompt, np.zeros_like(flow.output))
         out.append((model, params, flow))
     return out
 
@@ -299,7 +310,14 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
             )
         start = time.time() + SET_UP
         epoch = timescale.virtual_epoch(anchor, start, factor)
-        fleet = Fleet(flows, started=epoch, seed=scenario.seed, template=load_template(), drain=True)
+        fleet = Fleet(
+            flows,
+            started=epoch,
+            seed=scenario.seed,
+            template=load_template(),
+            drain=True,
+            background=scenario.background,
+        )
         schedule(fleet, scenario)
         # A tenth of a wall second's worth of simulated time per tick at most: scrapes are
         # answered between the chunks of a fleet catching up, never after a timeout.
