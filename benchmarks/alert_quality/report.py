@@ -21,19 +21,27 @@ def markdown(summary: dict) -> str:
         f"# Alert quality: scenario `{s['name']}`",
         "",
         f"Rules: {summary.get('rules', 'bundle')}. "
-        f"Scenario file `{s['file']}`, {s['duration_s'] / 3600:.2f} simulated hours at {summary['time_scale']:g}x "
-        f"the wall clock, engine profile `{summary['engine']}`, bundle configuration "
-        f"{summary['config'] or 'the production defaults'}.",
+        f"Scenario file `{s['file']}`, seed {summary.get('seed', '-')}, {s['duration_s'] / 3600:.2f} simulated "
+        f"hours at {summary['time_scale']:g}x the wall clock, engine profile `{summary['engine']}`, bundle "
+        f"configuration {summary['config'] or 'the production defaults'}"
+        + (", its own simulation (--separately)" if summary.get("separately") else "")
+        + ".",
         "",
-        "| incident | kind | deserves | got | as it should | time to page (budget) | pages | pager updates | tickets | alerts |",
-        "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |",
+        _background(summary.get("background")),
+        "",
+        "Time to page: to the first post to the pager, a new page or an update to one open (budget: "
+        "from the harm, budgets.py). Shared: notifications another incident open then holds too.",
+        "",
+        "| incident | kind | deserves | got | as it should | time to page (budget) | pages | pager updates "
+        "| chat | shared | paged by | alerts |",
+        "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for i in summary["incidents"]:
         budget = f" ({_time(i['budget_s'])})" if i["budget_s"] is not None else ""
         lines.append(
             f"| {i['id']} | {i['kind']} | {i['expect']} | {i['verdict']} | {'yes' if i['ok'] else '**no**'} "
             f"| {_time(i['time_to_page_s'])}{budget} | {i['pages']} | {i.get('page_updates', 0)} | {i['tickets']} "
-            f"| {', '.join(i['alerts']) or '-'} |"
+            f"| {i.get('shared', 0)} | {', '.join(i.get('paged_by', [])) or '-'} | {', '.join(i['alerts']) or '-'} |"
         )
     lines += [
         "",
@@ -56,11 +64,21 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _background(b: dict | None) -> str:
+    if not b:
+        return "Background: none recorded."
+    return (
+        f"Background of every replica: {b['error_share']:.2%} of requests failed, {b['abort_share']:.1%} "
+        f"abandoned by their client (after {b['abort_after']:g} s on average), a {b['client_timeout']:g} s "
+        f"client timeout, the load swinging {b['rhythm']:.0%} over the day."
+    )
+
+
 def _cell(i: dict) -> str:
     got = i["verdict"] if i["ok"] else f"**{i['verdict']}**"
     if i["time_to_page_s"] is not None:
         got += f" in {i['time_to_page_s']:.0f} s"
-    return f"{got}; {i['pages']} pages ({i.get('page_updates', 0)} updates), {i['tickets']} tickets"
+    return f"{got}; {i['pages']} pages ({i.get('page_updates', 0)} updates), {i['tickets']} chat"
 
 
 def side_by_side(summaries: list[dict]) -> str:
@@ -75,7 +93,8 @@ def side_by_side(summaries: list[dict]) -> str:
         f"One simulation ({s['duration_s'] / 3600:.2f} simulated hours of `{s['file']}` at "
         f"{first['time_scale']:g}x, engine profile `{first['engine']}`) watched by each rule set's own "
         "Prometheus and Alertmanager; a page is a notification group opened on the critical receiver "
-        "(its updates while open are one PagerDuty incident, counted apart).",
+        "(its updates while open are one PagerDuty incident, counted and shown, never failed); chat is "
+        "every other notification.",
         "",
         "| incident | deserves | " + " | ".join(names) + " |",
         "| --- | --- | " + " | ".join("---" for _ in names) + " |",

@@ -28,7 +28,7 @@ import shutil
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -43,8 +43,8 @@ from tests.support.notifications import NotificationRecorder, webhook_receivers
 from tests.support.vllm_server import free_port
 
 from ..fleet.exposition import CAPTURE, load_template
-from . import timescale, workbook
-from .budgets import budget
+from . import spread, timescale, workbook
+from .budgets import budgets as harm_budgets
 from .canary import Canary
 from .fleet import Fleet, instance_name, instance_names
 from .incidents import schedule, spiked
@@ -237,8 +237,24 @@ def rule_sets(text: str) -> list[str]:
     return names
 
 
-def run(args: argparse.Namespace) -> dict[str, dict]:
+def seeds_of(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise BundleError(
+            f"--seeds takes distinct whole numbers separated by commas, like 1,2,3; got '{text}'."
+        )
+    return seeds
+
+
+def run(args: argparse.Namespace) -> list[dict[str, dict]]:
+    """Every seed's figures (one run without --seeds), each a dict of rule set -> summary."""
     scenario = load_scenario(args.scenarios)
+    seeds = seeds_of(args.seeds)
     params = engine(args.engine)
     names = rule_sets(args.rules)
     if "peer" in names:
@@ -253,8 +269,17 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         raise BundleError(f"--out {out} is a file; name a folder for the run's results.")
     fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    factor = float(args.time_scale)
     try:
-        return _run(args, scenario, params, names, user, config, float(args.time_scale), out)
+        if seeds is None:
+            return [_run(args, scenario, params, names, user, config, factor, out)]
+        runs = {}
+        for seed in seeds:
+            folder = out / f"seed-{seed}"
+            folder.mkdir(exist_ok=True)
+            runs[seed] = _run(args, replace(scenario, seed=seed), params, names, user, config, factor, folder)
+        spread.write(out, runs)
+        return list(runs.values())
     except BaseException:
         if fresh:
             shutil.rmtree(out, ignore_errors=True)  # nothing half-written is left behind
@@ -279,6 +304,28 @@ def _user_config(path: str | None) -> dict:
 
 
 def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, dict]:
+    """One seed: every rule set on one simulation, or each on its own (--separately: the same
+    seed's fleet and incidents, one Prometheus at a time), then judged together."""
+    posts, health = {}, {}
+    for group in [[n] for n in names] if args.separately else [names]:
+        p, h = _simulate(args, scenario, params, group, user, factor, out)
+        posts.update(p)
+        health.update(h)
+    meta = {
+        "file": str(args.scenarios),
+        "time_scale": factor,
+        "engine": args.engine,
+        "config": str(args.config) if args.config else None,
+        "before": args.before,
+        "seed": scenario.seed,
+        "separately": bool(args.separately),
+    }
+    return _judge(out, scenario, config, posts, health, meta)
+
+
+def _simulate(args, scenario, params, names, user, factor, out) -> tuple[dict, dict]:
+    """The fleet simulated once, watched by the rule sets `names`: each one's notifications
+    (written to out/<rules>/notifications.json) and the run's health."""
     flows = traffic(scenario, params)
     instances = instance_names(scenario.fleet)
     # The rules are rewritten around a fixed point of the virtual clock (timescale.py); the
@@ -360,14 +407,7 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
     for j in judges:
         notes = [asdict(n) for n in posts[j.rules]]
         (j.folder / "notifications.json").write_text(json.dumps(notes, indent=1) + "\n")
-    meta = {
-        "file": str(args.scenarios),
-        "time_scale": factor,
-        "engine": args.engine,
-        "config": str(args.config) if args.config else None,
-        "before": args.before,
-    }
-    return _judge(out, scenario, config, posts, health, meta)
+    return posts, health
 
 
 def _judge(
@@ -375,7 +415,7 @@ def _judge(
 ) -> dict:
     """Score each rule set's notifications and write the figures, the reports and the picture."""
     models = {instance_name(m.model, i): m.model for m in scenario.fleet for i in range(m.replicas)}
-    budgets = {i.id: b for i in scenario.incidents if (b := budget(i, config)) is not None}
+    budgets = harm_budgets(scenario)
     summaries = {}
     for rules, notes in posts.items():
         result = score(scenario, notes, ROUTING, model_finder(scenario, models), budgets=budgets)
@@ -388,9 +428,22 @@ def _judge(
     return summaries
 
 
-def rescore(out: Path) -> dict[str, dict]:
+def rescore(out: Path) -> list[dict[str, dict]]:
     """Score a finished run's recorded notifications again (after a change to the scoring or the
-    budgets), its scenario file and configuration as the run recorded them."""
+    budgets), its scenario file, seed and configuration as the run recorded them; a run of
+    several seeds seed by seed, then their spread."""
+    folders = sorted(out.glob("seed-*"), key=lambda p: p.name)
+    if folders:
+        runs = {}
+        for folder in folders:
+            summaries = _rescore_one(folder)
+            runs[next(iter(summaries.values()))["seed"]] = summaries
+        spread.write(out, runs)
+        return list(runs.values())
+    return [_rescore_one(out)]
+
+
+def _rescore_one(out: Path) -> dict[str, dict]:
     posts, health, meta = {}, {}, None
     for results in sorted(out.glob("*/results.json")):
         try:
@@ -407,6 +460,8 @@ def rescore(out: Path) -> dict[str, dict]:
                 "engine": summary["engine"],
                 "config": summary["config"],
                 "before": summary.get("before", BEFORE),
+                "seed": summary.get("seed"),
+                "separately": summary.get("separately", False),
             }
         except (OSError, ValueError, KeyError, TypeError):
             raise BundleError(
@@ -415,7 +470,11 @@ def rescore(out: Path) -> dict[str, dict]:
     if meta is None:
         raise BundleError(f"{out} holds no run of benchmarks.alert_quality.run (no <rules>/results.json).")
     config = build(BundleConfig, _user_config(meta["config"]), "", str(meta["config"] or "the defaults"))
-    return _judge(out, load_scenario(meta["file"]), config, posts, health, meta)
+    scenario = load_scenario(meta["file"])
+    if meta["seed"] is not None:
+        scenario = replace(scenario, seed=meta["seed"])
+    meta["seed"] = scenario.seed
+    return _judge(out, scenario, config, posts, health, meta)
 
 
 def _wait(
@@ -467,6 +526,9 @@ def _summary(meta: dict, rules: str, scenario: Scenario, result: Score, health: 
         "before": meta["before"],
         "engine": meta["engine"],
         "config": meta["config"],
+        "seed": meta["seed"],
+        "separately": meta["separately"],
+        "background": asdict(scenario.background),
         "incidents": [
             {
                 "id": i.id,
@@ -479,6 +541,10 @@ def _summary(meta: dict, rules: str, scenario: Scenario, result: Score, health: 
                 "tickets": i.tickets,
                 "time_to_page_s": None if i.time_to_page is None else round(i.time_to_page, 1),
                 "budget_s": None if i.budget is None else round(i.budget, 1),
+                "shared": i.shared,
+                "own_pages": i.own_pages,
+                "own_tickets": i.own_tickets,
+                "paged_by": sorted(i.paged_by),
                 "alerts": sorted(i.alertnames),
             }
             for i in result.incidents
@@ -512,6 +578,17 @@ def parser() -> argparse.ArgumentParser:
         "workbook (its burn pages as the SRE workbook writes them), before (the bundle of --before's "
         "generator), peer (vLLM PR #34638's rules)",
     )
+    p.add_argument(
+        "--seeds",
+        help="run the scenario once per seed (comma-separated, like 1,2,3; each in out/seed-N) and write "
+        "each figure's median and range to out/report.md and out/spread.json",
+    )
+    p.add_argument(
+        "--separately",
+        action="store_true",
+        help="give each rule set a simulation of its own (the same seed: the same traffic and incidents), "
+        "one Prometheus at a time, where several do not fit the machine",
+    )
     p.add_argument("--before", default=BEFORE, help="the commit whose generator makes the `before` bundle")
     p.add_argument("--engine", default="gpu", help=f"the replicas' engine profile in {ENGINES.name}")
     p.add_argument(
@@ -532,16 +609,15 @@ def main(argv: list[str] | None = None) -> int:
         print("--time-scale must be a positive number of simulated seconds per wall second.", file=sys.stderr)
         return 2
     try:
-        summaries = rescore(Path(args.rescore)) if args.rescore else run(args)
+        runs = rescore(Path(args.rescore)) if args.rescore else run(args)
     except (BundleError, TraceMissing, timescale.TimeScaleError) as exc:
         print(exc, file=sys.stderr)
         return 2
     print((Path(args.rescore or args.out) / "report.md").read_text())
-    # The exit status judges this checkout's bundle; the other rule sets are its comparison.
-    mine = summaries.get("bundle")
-    if mine is None:
-        return 0
-    return 0 if all(i["ok"] for i in mine["incidents"]) and not mine["healthy"]["pages"] else 1
+    # The exit status judges this checkout's bundle, on every seed; the other rule sets are its comparison.
+    mine = [summaries["bundle"] for summaries in runs if "bundle" in summaries]
+    good = all(all(i["ok"] for i in s["incidents"]) and not s["healthy"]["pages"] for s in mine)
+    return 0 if good else 1
 
 
 if __name__ == "__main__":
