@@ -10,6 +10,25 @@ import json
 import sys
 from pathlib import Path
 
+# A run whose simulation fell further behind its clock than two scrape intervals, or whose
+# Prometheus skipped an evaluation, timed its alerts on a clock it did not keep.
+RECORD_BEHIND_S = 30.0
+
+
+def kept_clock(run: dict) -> bool:
+    behind = run.get("simulation_most_behind_s", run.get("simulation_behind_s", 0.0))
+    return behind <= RECORD_BEHIND_S and not run.get("rule_group_iterations_missed", 0)
+
+
+def clock_note(run: dict) -> str:
+    if kept_clock(run):
+        return "It kept its clock: its figures may be of record."
+    return (
+        f"**Not of record**: the simulation fell more than {RECORD_BEHIND_S:.0f} simulated seconds behind "
+        "its clock or Prometheus missed evaluations (a loaded machine); run it again on an idle one, "
+        "or at a slower --time-scale."
+    )
+
 
 def _time(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f} s"
@@ -58,7 +77,8 @@ def markdown(summary: dict) -> str:
         f"{run['rule_group_iterations_missed']:.0f} missed of {run['rule_group_iterations']:.0f} group "
         f"evaluations; the simulation at most {run.get('simulation_most_behind_s', run['simulation_behind_s']):.0f} "
         f"simulated seconds behind its clock, {run['simulation_behind_s']:.0f} at the end (its slowest step "
-        f"{run['slowest_tick_wall_s']:.2f} s of wall time; notifications are timed on the fleet's own clock).",
+        f"{run['slowest_tick_wall_s']:.2f} s of wall time; notifications are timed on the fleet's own clock). "
+        + clock_note(run),
         "",
     ]
     return "\n".join(lines)

@@ -12,6 +12,8 @@ import json
 import statistics
 from pathlib import Path
 
+from .report import kept_clock
+
 RANK = {"none": 0, "ticket": 1, "page": 2}
 
 
@@ -76,6 +78,7 @@ def combine(runs: dict[int, dict[str, dict]]) -> dict:
                 ),
             },
             "run": {
+                "kept_clock": all(kept_clock(r) for r in health),
                 "simulation_most_behind_s": max(r.get("simulation_most_behind_s", 0.0) for r in health),
                 "rule_group_iterations_missed": sum(r["rule_group_iterations_missed"] for r in health),
                 "rule_group_iterations": sum(r["rule_group_iterations"] for r in health),
@@ -194,7 +197,12 @@ def markdown(combined: dict) -> str:
         lines.append(
             f"- {n}: the simulation at most {r['simulation_most_behind_s']:.0f} simulated seconds behind its "
             f"clock over every seed; {r['rule_group_iterations_missed']:.0f} missed of "
-            f"{r['rule_group_iterations']:.0f} group evaluations, {r['rule_evaluation_failures']:.0f} failed."
+            f"{r['rule_group_iterations']:.0f} group evaluations, {r['rule_evaluation_failures']:.0f} failed. "
+            + (
+                "Every seed kept its clock."
+                if r["kept_clock"]
+                else "**Not of record**: a seed did not keep its clock."
+            )
         )
     return "\n".join(lines) + "\n"
 

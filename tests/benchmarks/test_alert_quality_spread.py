@@ -79,6 +79,8 @@ def test_each_figure_is_the_median_and_range_of_the_seeds():
     assert healthy["pages"] == {"median": 0, "min": 0, "max": 1, "n": 3}
     assert combined["rules"]["bundle"]["run"]["rule_group_iterations_missed"] == 6
     assert combined["rules"]["bundle"]["run"]["simulation_most_behind_s"] == 6.0
+    # Seed 1 missed an evaluation (its rule_group_iterations_missed is its seed): not of record.
+    assert combined["rules"]["bundle"]["run"]["kept_clock"] is False
 
 
 def test_the_bundle_against_another_rule_set_differs_only_beyond_the_spread():
@@ -108,6 +110,17 @@ def test_times_to_page_whose_ranges_overlap_are_as_good():
     assert (rows["outage"]["verdict"], rows["outage"]["on"]) == ("better", "time to page")
 
 
+def test_only_a_run_that_kept_its_clock_may_be_of_record():
+    seeds = three_seeds()
+    for s in seeds:
+        for rules in seeds[s].values():
+            rules["run"]["rule_group_iterations_missed"] = 0
+    assert spread.combine(seeds)["rules"]["bundle"]["run"]["kept_clock"] is True
+    seeds[3]["bundle"]["run"]["simulation_most_behind_s"] = 31.0  # two scrape intervals and more
+    assert spread.combine(seeds)["rules"]["bundle"]["run"]["kept_clock"] is False
+    assert spread.combine(seeds)["rules"]["workbook"]["run"]["kept_clock"] is True
+
+
 def test_the_report_shows_medians_ranges_and_the_comparison(tmp_path):
     spread.write(tmp_path, three_seeds())
     text = (tmp_path / "report.md").read_text()
@@ -118,3 +131,4 @@ def test_the_report_shows_medians_ranges_and_the_comparison(tmp_path):
     )
     assert "## The bundle against `workbook`" in text
     assert (tmp_path / "spread.json").is_file()
+    assert "**Not of record**: a seed did not keep its clock." in text
