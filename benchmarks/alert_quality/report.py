@@ -77,7 +77,13 @@ def markdown(summary: dict) -> str:
         f"{run['rule_group_iterations_missed']:.0f} missed of {run['rule_group_iterations']:.0f} group "
         f"evaluations; the simulation at most {run.get('simulation_most_behind_s', run['simulation_behind_s']):.0f} "
         f"simulated seconds behind its clock, {run['simulation_behind_s']:.0f} at the end (its slowest step "
-        f"{run['slowest_tick_wall_s']:.2f} s of wall time; notifications are timed on the fleet's own clock). "
+        f"{run['slowest_tick_wall_s']:.2f} s of wall time; notifications are timed on the fleet's own clock)"
+        + (
+            f"; it used {run['simulation_cores']:.2f} cores for the simulation and its serving, "
+            f"{run['prometheus_cores']:.2f} for this rule set's Prometheus. "
+            if "simulation_cores" in run
+            else ". "
+        )
         + clock_note(run),
         "",
     ]

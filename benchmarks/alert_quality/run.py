@@ -24,6 +24,7 @@ import contextlib
 import io
 import json
 import math
+import resource
 import shutil
 import sys
 import threading
@@ -356,6 +357,7 @@ def _simulate(args, scenario, params, names, user, factor, out) -> tuple[dict, d
                 Alertmanager(j.bundle / "alerts" / "alertmanager.yml", j.folder / "work", port=j.am_port)
             )
         start = time.time() + SET_UP
+        cpu_start = _cpu()
         epoch = timescale.virtual_epoch(anchor, start, factor)
         fleet = Fleet(
             flows,
@@ -398,7 +400,7 @@ def _simulate(args, scenario, params, names, user, factor, out) -> tuple[dict, d
         # The simulation has stopped: its record is read alone; Prometheus still answers.
         for j, prom in zip(judges, proms, strict=True):
             health[j.rules] = {
-                **_health(prom, sim, start, factor),
+                **_health(prom, sim, start, factor, cpu_start),
                 "set_up_overran_s": round(max(0.0, late), 1),
             }
     _close_loop(loop)
@@ -500,7 +502,13 @@ def _wait(
             )
 
 
-def _health(prom: Prometheus, sim: Simulation, start: float, factor: float) -> dict:
+def _cpu() -> float:
+    """CPU seconds this process (the simulation, its HTTP server) has used."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def _health(prom: Prometheus, sim: Simulation, start: float, factor: float, cpu_start: float) -> dict:
     """Whether the run itself held its clock: Prometheus' missed evaluations and failed rules,
     how far the simulation fell behind the wall clock."""
 
@@ -508,7 +516,11 @@ def _health(prom: Prometheus, sim: Simulation, start: float, factor: float) -> d
         rows = prom.query(expr)
         return sum(float(r["value"][1]) for r in rows)
 
+    wall = max(time.time() - start, 1e-9)
     return {
+        # Cores each part used over the run: what a machine needs to hold this time scale.
+        "simulation_cores": round((_cpu() - cpu_start) / wall, 2),
+        "prometheus_cores": round(total('max(process_cpu_seconds_total{job="prometheus"})') / wall, 2),
         "rule_evaluation_failures": total("sum(prometheus_rule_evaluation_failures_total)"),
         "rule_group_iterations_missed": total("sum(prometheus_rule_group_iterations_missed_total)"),
         "rule_group_iterations": total("sum(prometheus_rule_group_iterations_total)"),
