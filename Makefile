@@ -87,18 +87,21 @@ $(LOCUST_VENV)/.installed:
 	$(LOCUST_VENV)/bin/pip install --quiet locust==$(LOCUST_VERSION)
 	touch $@
 
-## The alert-quality benchmark: the full scenario (100 simulated replicas, 8 simulated hours of
-## trace traffic and every kind of incident) through the bundle on a real Prometheus and
-## Alertmanager at 10x the wall clock (about 50 minutes), this bundle beside vLLM PR #34638's
-## rules; SCENARIOS=FILE runs another scenario, RULES=bundle,before,peer adds the bundle of
-## 0b48dea (a third Prometheus: on two cores, for the smoke scenario or at a slower TIME_SCALE).
-## Its figures go to benchmarks/alert_quality/work/<scenario>/ (report.md, timeline.png, results.json).
+## The alert-quality benchmark: a scenario (the day: 124 simulated replicas, 12 simulated hours
+## of trace traffic on a noisy background, every kind of incident) through the rule sets on real
+## Prometheus and Alertmanager servers at TIME_SCALE times the wall clock. The run of record:
+## RULES=bundle,workbook,before, SEEDS=1,2,3 (each figure's median and range), SEPARATELY=1 (one
+## Prometheus at a time, each rule set on its own simulation of the same seed); README gives the
+## wall times. Its figures go to benchmarks/alert_quality/work/<scenario>/ (report.md, results.json).
 SCENARIOS ?= benchmarks/alert_quality/scenarios/day.yaml
-TIME_SCALE ?= 10
-RULES ?= bundle,peer
+TIME_SCALE ?= 30
+RULES ?= bundle,workbook,before
+SEEDS ?=
+SEPARATELY ?=
 bench-alerts: venv system-deps
 	$(BIN)/python -m benchmarks.alert_quality.run --scenarios $(SCENARIOS) --time-scale $(TIME_SCALE) \
-	    --rules $(RULES) --out benchmarks/alert_quality/work/$(basename $(notdir $(SCENARIOS)))
+	    --rules $(RULES) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(SEPARATELY),--separately) \
+	    --out benchmarks/alert_quality/work/$(basename $(notdir $(SCENARIOS)))
 
 ## Fit the alert-quality benchmark's replica model to the real vLLM CPU server and replay a
 ## trace slice against both under locust (a few minutes); writes its calibration.yaml.

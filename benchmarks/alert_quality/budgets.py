@@ -1,49 +1,47 @@
-"""How soon each kind of page-worthy incident must page, from the bundle's own configuration
-(issue 23's targets), in simulated seconds.
+"""How soon each kind of page-worthy incident must page, stated from what its users lose, in
+simulated seconds from the incident's start. Nothing here reads the rules under test (no `for`,
+window or group wait of the bundle): a budget moves only when the harm does, and a rule set
+with another design is judged by the same yardstick.
 
-- An engine that dies and says so (its log line), a crash loop: one scrape (or log export) to
-  see it, one evaluation, Alertmanager's group_wait, and 5 s. A start that fails: the same
-  from its first failure, which comes after the planned stop's grace and a start's length
-  (lifecycle.py).
-- A silent death (no log line): the same after the bundle's `target_down_for`, the time a
-  target must fail its scrapes before it counts as down (one failed scrape is not a death).
-- A hung engine: the canary's interval and timeout, the hang alert's `for`, one evaluation
-  and group_wait.
-- An error burst or admission rejections of a known share: the fast-burn tier's detection time,
-  the time the burn takes to spend 2% of a 30-day budget (share / (1 - objective) times the
-  allowed rate), plus one evaluation and group_wait.
-Kinds whose harm depends on the load (a spike, KV exhaustion, a slow replica) have no budget:
-their time to page is reported as measured.
+- Capacity lost (a death logged or silent, a hang, a crash loop, a start that fails, a backlog
+  after one): every user routed to a lost replica fails or waits from the first second, and a
+  model near or below its floor cannot serve its traffic. Five minutes: the time an on-call
+  engineer is expected to be looking at an outage (the SRE workbook's fast page).
+- A share of failed or refused requests: the time that share takes to spend 2% of a 30-day
+  error budget of the users' availability objective (the scenario's, 99.9% unless it says),
+  plus five minutes to notice. A 30% burst: 173 s + 300 s; a 5% one: 1037 s + 300 s.
+- A latency SLO missed by most requests (a spike beyond capacity, the KV cache exhausted, a
+  slow replica that deserves a page): five minutes, as for lost capacity; the users wait now.
+Kinds that must not page (a planned restart or upgrade, a quiet window) have no budget.
 """
 
 from __future__ import annotations
 
-from vllm_obs.config import BundleConfig
-from vllm_obs.promql import seconds
-
-from .canary import INTERVAL, TIMEOUT_S
-from .lifecycle import GRACE, STARTUP
-from .scenario import Incident
+from .scenario import Incident, Scenario
 
 SLO_PERIOD = 30 * 86_400.0
-FAST_BURN_SPEND = 0.02  # the 1h/5m tier pages once 2% of the period's budget is spent
-SLACK = 5.0
+FAST_BURN_SPEND = 0.02  # the share of a 30-day budget a page may let go before it comes
+NOTICE = 300.0  # five minutes: an outage's users are hurt from its first second
+
+CAPACITY = ("engine_death", "silent_death", "hung_engine", "crash_restart", "failed_start", "backlog")
+FAILED_SHARE = ("error_burst", "admission_rejections")
+LATENCY = ("traffic_spike", "kv_exhaustion", "slow_replica")
 
 
-def budget(incident: Incident, config: BundleConfig) -> float | None:
+def budget(incident: Incident, availability_objective: float) -> float | None:
     """Seconds from the incident's start within which its page must come (None: no budget)."""
-    a, p = config.alerts, config.prometheus
-    scrape, evaluation = seconds(p.scrape_interval), seconds(p.evaluation_interval)
-    notify = evaluation + seconds(config.alertmanager.group_wait)
-    if incident.kind in ("engine_death", "crash_restart"):
-        return scrape + notify + SLACK
-    if incident.kind == "failed_start":
-        return GRACE + STARTUP + scrape + notify + SLACK
-    if incident.kind == "silent_death":
-        return seconds(a.target_down_for) + scrape + notify + SLACK
-    if incident.kind == "hung_engine":
-        return INTERVAL + TIMEOUT_S + seconds(a.hung_for) + notify + SLACK
-    if incident.kind in ("error_burst", "admission_rejections"):
-        burn = incident.params["share"] / (1 - config.slo.availability_objective)
-        return FAST_BURN_SPEND * SLO_PERIOD / burn + notify + SLACK
+    if incident.kind in CAPACITY or incident.kind in LATENCY:
+        return NOTICE
+    if incident.kind in FAILED_SHARE:
+        burn = incident.params["share"] / (1 - availability_objective)
+        return FAST_BURN_SPEND * SLO_PERIOD / burn + NOTICE
     return None
+
+
+def budgets(scenario: Scenario) -> dict[str, float]:
+    """Each page-worthy incident's budget, by id."""
+    return {
+        i.id: b
+        for i in scenario.incidents
+        if i.expect == "page" and (b := budget(i, scenario.availability_objective)) is not None
+    }

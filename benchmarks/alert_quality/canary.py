@@ -12,7 +12,8 @@ counters include it, as the rules expect), and comes to:
 - `http_5xx` when an error burst fails it as it fails users' requests, or the engine dies with
   it in flight and says so; `error` (a reset connection) when the process vanishes silently.
 Admission rejections do not turn it away: the incident refuses a share of the users' requests,
-not those over a queue length the probe would find.
+not those over a queue length the probe would find. A pooling (embedding) model answers its
+completion with a 400, as vLLM does: the probe counts `http_4xx`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from prometheus_client import generate_latest
 from vllm_probe.cli import build_parser
 from vllm_probe.metrics import ProbeMetrics, build_registry
-from vllm_probe.outcome import ERROR, HTTP_5XX, REFUSED, TIMEOUT, Outcome
+from vllm_probe.outcome import ERROR, HTTP_4XX, HTTP_5XX, REFUSED, TIMEOUT, Outcome
 
 from .fleet import Fleet, Member
 from .replica import Replica, Request
@@ -84,7 +85,13 @@ class Canary:
         if not server.answering:
             self._record(member, t, Outcome.failure(REFUSED, "nothing listens"), health_up=False)
             return
-        if self.rng.random() < member.error_share:
+        if member.task == "embed":
+            # A one-token completion to a pooling model: vLLM has no Completions API for it.
+            self._record(
+                member, t, Outcome.failure(HTTP_4XX, "the model does not generate", 400), health_up=True
+            )
+            return
+        if self.rng.random() < member.error_share + member.background.error_share:
             member.replica.seen.errored += 1
             self._record(member, t, Outcome.failure(HTTP_5XX, "an error burst", 500), health_up=True)
             return

@@ -43,7 +43,8 @@ COUNTERS = {
     "vllm:num_preemptions_total": "preemptions",
 }
 # The benchmark asks for exactly the trace's output length (max_tokens, ignore_eos): every
-# request vLLM finishes stops at its length, unless an error burst fails it.
+# request vLLM finishes stops at its length, unless an error burst fails it; a pooling
+# (embedding) request finishes `stop`.
 FINISHED_REASON = "length"
 # The queue limit a refused request hit (an incident's admission rejections).
 ADMISSION_REASON = "max_num_queued_reqs"
@@ -71,6 +72,7 @@ class ReplicaMetrics:
         self.histograms = {family: t.histogram(family) for family in (*HISTOGRAMS, *DERIVED)}
         self.counters = {family: t.find(family) for family in COUNTERS}
         self.finished = t.find("vllm:request_success_total", finished_reason=FINISHED_REASON)
+        self.stopped = t.find("vllm:request_success_total", finished_reason="stop")
         self.errored = t.find("vllm:request_success_total", finished_reason="error")
         self.aborted = t.find("vllm:request_success_total", finished_reason="abort")
         self.refused = t.find("vllm:admission_rejections_total", reason=ADMISSION_REASON)
@@ -106,7 +108,8 @@ class ReplicaMetrics:
             replica.done.clear()
         for family, attr in COUNTERS.items():
             v[self.counters[family]] = getattr(s, attr)
-        v[self.finished] = s.finished
+        v[self.finished] = s.finished - s.stopped
+        v[self.stopped] = s.stopped
         v[self.errored] = s.errored
         v[self.aborted] = s.aborted
         v[self.refused] = s.refused
@@ -121,9 +124,10 @@ class ReplicaMetrics:
     def _observe(self, hist: Histogram, observed: list[float]) -> None:
         if not observed:
             return
-        self.values[hist.buckets] += cumulative(hist.bounds, observed)
-        self.values[hist.count] += len(observed)
-        self.values[hist.sum] += float(np.sum(observed))
+        values = np.asarray(observed, dtype=float)
+        self.values[hist.buckets] += cumulative(hist.bounds, values)
+        self.values[hist.count] += len(values)
+        self.values[hist.sum] += float(values.sum())
 
 
 def cumulative(bounds: Sequence[float], observed: Sequence[float]) -> np.ndarray:

@@ -15,6 +15,7 @@ from vllm_obs.promql import seconds
 
 from .fleet import Fleet, Member
 from .lifecycle import GRACE, STARTUP, backoff
+from .replica import Request
 from .scenario import Incident, Scenario
 from .traces import Arrivals
 
@@ -119,6 +120,42 @@ def _rolling_restart(member: Member, incident: Incident, startup: float) -> None
     member.restart(stop + GRACE, startup)
 
 
+def _backlog(member: Member, incident: Incident, startup: float) -> None:
+    """A logged death whose clients re-send what was in flight to the replicas still ready (in
+    turn); back, as a death is, at the incident's end. The queue the survivors took meanwhile
+    drains only through them: new requests spread over every ready replica."""
+
+    def dies(m: Member, at: float) -> None:
+        left = [
+            Request(at, r.prompt, r.output, pooling=r.pooling)
+            for r in (*m.replica.running, *m.replica.waiting)
+        ]
+        m.engine_dies(at, logged=True)
+        assert m.service is not None
+        ready = [o for o in m.service.members if o is not m and o.ready]
+        if not ready:
+            m.service.refused += len(left)
+            return
+        for k, request in enumerate(left):
+            survivor = ready[k % len(ready)]
+            survivor.replica.run_until(at)
+            survivor.replica.submit(request)
+        m.resent += len(left)
+
+    member.at(incident.at, dies)
+    member.restart(max(incident.end - startup, incident.at + backoff(0)), startup)
+
+
+def _model_upgrade(member: Member, incident: Incident, startup: float) -> None:
+    """A planned restart, one replica after the other (`per_replica` apart): each stopped
+    gracefully, then started serving the model `to` on the same host and Service."""
+    step = seconds(str(incident.params["per_replica"]))
+    stop = incident.at + member.index * step
+    member.stop(stop)
+    member.at(stop + GRACE, lambda m, at: setattr(m, "model", incident.params["to"]))
+    member.restart(stop + GRACE, startup)
+
+
 def _nothing(member: Member, incident: Incident, startup: float) -> None:
     """A quiet window, and a traffic spike (which acts on the arrivals, see `spiked`)."""
 
@@ -135,6 +172,8 @@ ACTIONS: dict[str, Callable[[Member, Incident, float], None]] = {
     "admission_rejections": _share("reject_share"),
     "traffic_spike": _nothing,
     "rolling_restart": _rolling_restart,
+    "backlog": _backlog,
+    "model_upgrade": _model_upgrade,
     "quiet": _nothing,
 }
 

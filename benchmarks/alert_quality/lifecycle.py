@@ -52,18 +52,21 @@ class LogView:
     last: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(EVENTS))
     deaths: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DEATH_REASONS, 0))
     start_failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(START_FAILURES, 0))
+    version: int = 0  # counts changes: a server answering a scrape renders again only after one
 
     def enter(self, state: str, at: float) -> None:
         if state not in STATES:
             raise ValueError(f"{state} is not a server state of the log exporter's contract")
         if state != self.state:
             self.state, self.since = state, at
+            self.version += 1
 
     def log(self, event: str, at: float) -> None:
         if event not in EVENTS:
             raise ValueError(f"{event} is not an event of the log exporter's contract")
         self.counts[event] += 1
         self.last[event] = at
+        self.version += 1
 
     def exposition(self) -> bytes:
         """The exporter's /metrics for this server, the families the rules read. One exporter

@@ -21,7 +21,9 @@ The benchmark's incidents act on it through three faults: a slowdown (every step
 a hang (no step runs; requests pile up and wait) and a smaller KV cache (the most recently
 admitted requests are preempted until the rest fit). A death is the end of the Replica: its
 requests in flight are lost, and the server that starts again is a new one, its counters from
-zero. A request whose client gave up is aborted (vLLM counts it finished, reason `abort`).
+zero. A request whose client gave up is aborted (vLLM counts it finished, reason `abort`). A
+pooling request (an embedding model's) ends with its prompt's last chunk: no output token, no
+inter-token latency, finished `stop`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+
+# The most steps one run of decode steps computes at once.
+MAX_RUN = 4096
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class Request:
     last_token_at: float | None = None
     finished_at: float | None = None
     preemptions: int = 0
+    pooling: bool = False  # an embedding (pooling) request: done at its prompt, no output token
 
     @property
     def to_prefill(self) -> int:
@@ -98,6 +104,7 @@ class Observations:
     errored: int = 0  # failed inside the engine (an error burst): finished_reason="error"
     refused: int = 0  # refused at admission by a queue limit (an incident): a 4xx
     aborted: int = 0  # the client disconnected first: finished_reason="abort"
+    stopped: int = 0  # of `finished`, those that ended with finished_reason="stop" (pooling)
 
 
 class Replica:
@@ -112,6 +119,8 @@ class Replica:
         self.done: list[Request] = []
         self.slowdown = 1.0  # every step takes this many times as long
         self.hung = False  # no step runs
+        self.runs = True  # decode-only stretches computed at once (decode_run); False: step by step
+        self.timeout: float | None = None  # a client gives up on a request still queued this long
 
     # -- what a scrape reads -----------------------------------------------------------
 
@@ -140,9 +149,79 @@ class Replica:
     def run_until(self, t: float) -> None:
         """Run steps while there is work and a step starts before t; idle up to t otherwise."""
         while self.now < t and (self.running or self.waiting) and not self.hung:
+            if self.timeout is not None:
+                self._expire(self.now)
+            if self.runs and self.decode_run(t):
+                continue
             if not self.step():
                 break  # nothing schedulable: a head-of-line request waits for blocks
         self.now = max(self.now, t)
+        if self.timeout is not None:
+            self._expire(self.now)
+
+    def _expire(self, now: float) -> None:
+        """Abort the queued requests whose clients gave up waiting (`timeout` after they came):
+        the queue is in arrival order but for preempted requests, put back at its head."""
+        waiting, timeout = self.waiting, self.timeout
+        while waiting and waiting[0].arrival + timeout <= now:
+            waiting.popleft()
+            self.seen.aborted += 1
+
+    def decode_run(self, t: float) -> bool:
+        """The steps before t in which nothing but decoding can happen, computed in one pass:
+        what `step` would do one step at a time (the simulation's hot path). It applies while
+        every running request decodes, no waiting one can be admitted, none finishes and the
+        free KV blocks cover what the run needs; the step that breaks one of these is left to
+        `step`. False when fewer than two steps apply."""
+        running, p = self.running, self.p
+        n = len(running)
+        if n == 0 or n > p.max_num_batched_tokens:
+            return False
+        left, context = MAX_RUN + 1, 0
+        for r in running:
+            if r.prompt + r.generated - r.cached != 1 or r.generated == 0:
+                return False  # prefilling (see to_prefill)
+            left = min(left, r.output - r.generated)
+            context += r.cached
+        if self.waiting and n < p.max_num_seqs:
+            head = self.waiting[0]
+            tokens = min(head.to_prefill, p.max_num_batched_tokens - n)
+            if p.blocks_for(head.cached + tokens) - head.blocks <= self.free_blocks:
+                return False  # the head may be admitted at the next step
+        if left - 1 < 2:
+            return False
+        base = p.step_base + p.per_prefill_token * 0 + p.per_decode_seq * n
+        per, slow, now = p.per_context_token, self.slowdown, self.now
+        ends: list[float] = []
+        while len(ends) < left - 1 and now < t:  # each step starts where the last ended
+            now += (base + per * context) * slow
+            ends.append(now)
+            context += n
+        size = p.block_size
+        k = len(ends)
+        while (
+            k >= 2 and sum(max(0, -(-(r.cached + k) // size) - r.blocks) for r in running) > self.free_blocks
+        ):
+            k //= 2  # a run that would need a preemption is left to `step`, a step at a time
+        if k < 2:
+            return False
+        end = ends[k - 1]
+        s = self.seen
+        itl = s.inter_token_latency
+        for r in running:
+            extra = -(-(r.cached + k) // size) - r.blocks
+            if extra > 0:
+                r.blocks += extra
+                self.free_blocks -= extra
+            r.cached += k
+            r.generated += k
+            itl.append(ends[0] - r.last_token_at)
+            r.last_token_at = end
+        itl.extend([b - a for a, b in zip(ends[: k - 1], ends[1:k], strict=True)] * n)
+        s.iteration_tokens.extend([n] * k)
+        s.generation_tokens += n * k
+        self.now = end
+        return True
 
     def step(self) -> bool:
         """One engine step; False when nothing could be scheduled."""
@@ -190,6 +269,8 @@ class Replica:
 
     def abort(self, request: Request) -> None:
         """The client gave up: the request leaves the queue or the batch, its blocks freed."""
+        if request.finished_at is not None:
+            return
         if request in self.waiting:
             self.waiting.remove(request)
         elif request in self.running:
@@ -254,6 +335,11 @@ class Replica:
             request.cached += tokens
             if request.to_prefill:
                 continue  # a chunk of a longer prompt: no token sampled yet
+            if request.pooling:  # its output (the embedding) comes with the prompt's last chunk
+                request.first_token_at = request.last_token_at = end
+                self.seen.time_to_first_token.append(end - request.arrival)
+                self._finish(request, end)
+                continue
             request.generated += 1
             self.seen.generation_tokens += 1
             if request.last_token_at is None:
@@ -274,6 +360,7 @@ class Replica:
         s, first = self.seen, request.first_token_at
         assert first is not None and request.scheduled_at is not None
         s.finished += 1
+        s.stopped += request.pooling
         s.e2e_request_latency.append(at - request.arrival)
         s.request_queue_time.append(request.scheduled_at - request.arrival)
         s.request_prefill_time.append(first - request.scheduled_at)

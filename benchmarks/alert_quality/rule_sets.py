@@ -2,6 +2,8 @@
 routing (critical pages; everything else goes to chat):
 
 - `bundle`: the bundle this checkout generates;
+- `workbook`: this checkout's bundle with the SRE workbook's burn pages (workbook.py): the
+  textbook on the same recordings, routing and other alerts;
 - `before`: the bundle the generator of an earlier commit generates (issue 23 compares
   0b48dea, the bundle before its paging policy), from that commit's `generator/` in git;
 - `peer`: the one public vLLM rule set, the PrometheusRule of vLLM PR #34638 (closed unmerged),
@@ -24,7 +26,7 @@ from vllm_obs.errors import BundleError
 
 from .traces import trace_dir
 
-RULE_SETS = ("bundle", "before", "peer")
+RULE_SETS = ("bundle", "workbook", "before", "peer")
 BEFORE = "0b48dea"
 PEER_SECTION = "### 2.1 vLLM closed PR #34638"
 REPO = Path(__file__).resolve().parents[2]

@@ -24,14 +24,16 @@ import contextlib
 import io
 import json
 import math
+import resource
 import shutil
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import yaml
 from vllm_obs.cli import main as vllm_obs
 from vllm_obs.config import BundleConfig, build
@@ -42,8 +44,8 @@ from tests.support.notifications import NotificationRecorder, webhook_receivers
 from tests.support.vllm_server import free_port
 
 from ..fleet.exposition import CAPTURE, load_template
-from . import timescale
-from .budgets import budget
+from . import spread, timescale, workbook
+from .budgets import budgets as harm_budgets
 from .canary import Canary
 from .fleet import Fleet, instance_name, instance_names
 from .incidents import schedule, spiked
@@ -54,7 +56,7 @@ from .scenario import Scenario, load_scenario
 from .scoring import Notification, Routing, Score, model_finder, score
 from .serve import Simulation, serve, write_targets
 from .timeline import draw
-from .traces import TraceMissing, arrivals, load
+from .traces import Arrivals, TraceMissing, arrivals, load
 
 HERE = Path(__file__).resolve().parent
 ENGINES = HERE / "engines.yaml"
@@ -82,18 +84,28 @@ def engine(name: str) -> EngineParams:
 
 
 def traffic(scenario: Scenario, params: EngineParams):
-    """Each model's arrivals from its trace (lengths capped to the engine's context), its spikes
-    laid over them."""
+    """Each model's arrivals from its trace (lengths capped to the engine's context; an embedding
+    model's requests without output), on the day's rhythm, its spikes laid over them."""
     out = []
+    quiet = scenario.background
+    peak = 1.0 + quiet.rhythm
     for n, model in enumerate(scenario.fleet):
         trace = load(model.trace).scaled_lengths(1, params.max_model_len)
         seed = scenario.seed * 1000 + n
-        flow = arrivals(trace, model.per_replica_rate * model.replicas, scenario.duration, seed)
+
+        def day(t, offset=0.0):
+            return quiet.load(t + offset, scenario.start_hour)
+
+        rate = model.per_replica_rate * model.replicas
+        flow = arrivals(trace, rate, scenario.duration, seed, load=day if quiet.rhythm else None, peak=peak)
         for k, incident in enumerate(scenario.incidents):
             if incident.kind == "traffic_spike" and incident.target.model == model.model:
-                extra_rate = model.per_replica_rate * model.replicas * (incident.params["factor"] - 1)
-                extra = arrivals(trace, extra_rate, incident.end - incident.at, seed + 100 + k)
+                extra_rate = rate * (incident.params["factor"] - 1)
+                shifted = (lambda t, at=incident.at: day(t, at)) if quiet.rhythm else None
+                extra = arrivals(trace, extra_rate, incident.end - incident.at, seed + 100 + k, shifted, peak)
                 flow = spiked(flow, extra, incident.at)
+        if model.task == "embed":
+            flow = Arrivals(flow.time, flow.prompt, np.zeros_like(flow.output))
         out.append((model, params, flow))
     return out
 
@@ -117,7 +129,8 @@ def bundle_config(instances: list[str], address: str, am: int, prom: int, record
 
 def generate(folder: Path, config: dict, rules: str, before: str) -> None:
     """The bundle the run judges into folder/bundle: this checkout's (its rules replaced by the
-    peer's for `peer`), or the generator's of commit `before`."""
+    peer's for `peer`, its burn pages by the workbook's for `workbook`), or the generator's of
+    commit `before`."""
     path = folder / "bundle-config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     if rules == "before":
@@ -141,6 +154,8 @@ def generate(folder: Path, config: dict, rules: str, before: str) -> None:
         raise BundleError(f"vllm-obs generate refused the run's configuration: {last[0].strip()}")
     if rules == "peer":
         use_rules(folder / "bundle", peer_rules())
+    if rules == "workbook":
+        workbook.apply(folder / "bundle", build(BundleConfig, config, "", "the run's configuration"))
 
 
 def scrape_from_files(prometheus_yml: Path, files: dict[str, Path]) -> None:
@@ -223,8 +238,24 @@ def rule_sets(text: str) -> list[str]:
     return names
 
 
-def run(args: argparse.Namespace) -> dict[str, dict]:
+def seeds_of(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise BundleError(
+            f"--seeds takes distinct whole numbers separated by commas, like 1,2,3; got '{text}'."
+        )
+    return seeds
+
+
+def run(args: argparse.Namespace) -> list[dict[str, dict]]:
+    """Every seed's figures (one run without --seeds), each a dict of rule set -> summary."""
     scenario = load_scenario(args.scenarios)
+    seeds = seeds_of(args.seeds)
     params = engine(args.engine)
     names = rule_sets(args.rules)
     if "peer" in names:
@@ -239,8 +270,17 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         raise BundleError(f"--out {out} is a file; name a folder for the run's results.")
     fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    factor = float(args.time_scale)
     try:
-        return _run(args, scenario, params, names, user, config, float(args.time_scale), out)
+        if seeds is None:
+            return [_run(args, scenario, params, names, user, config, factor, out)]
+        runs = {}
+        for seed in seeds:
+            folder = out / f"seed-{seed}"
+            folder.mkdir(exist_ok=True)
+            runs[seed] = _run(args, replace(scenario, seed=seed), params, names, user, config, factor, folder)
+        spread.write(out, runs)
+        return list(runs.values())
     except BaseException:
         if fresh:
             shutil.rmtree(out, ignore_errors=True)  # nothing half-written is left behind
@@ -265,6 +305,28 @@ def _user_config(path: str | None) -> dict:
 
 
 def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, dict]:
+    """One seed: every rule set on one simulation, or each on its own (--separately: the same
+    seed's fleet and incidents, one Prometheus at a time), then judged together."""
+    posts, health = {}, {}
+    for group in [[n] for n in names] if args.separately else [names]:
+        p, h = _simulate(args, scenario, params, group, user, factor, out)
+        posts.update(p)
+        health.update(h)
+    meta = {
+        "file": str(args.scenarios),
+        "time_scale": factor,
+        "engine": args.engine,
+        "config": str(args.config) if args.config else None,
+        "before": args.before,
+        "seed": scenario.seed,
+        "separately": bool(args.separately),
+    }
+    return _judge(out, scenario, config, posts, health, meta)
+
+
+def _simulate(args, scenario, params, names, user, factor, out) -> tuple[dict, dict]:
+    """The fleet simulated once, watched by the rule sets `names`: each one's notifications
+    (written to out/<rules>/notifications.json) and the run's health."""
     flows = traffic(scenario, params)
     instances = instance_names(scenario.fleet)
     # The rules are rewritten around a fixed point of the virtual clock (timescale.py); the
@@ -295,8 +357,16 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
                 Alertmanager(j.bundle / "alerts" / "alertmanager.yml", j.folder / "work", port=j.am_port)
             )
         start = time.time() + SET_UP
+        cpu_start = _cpu()
         epoch = timescale.virtual_epoch(anchor, start, factor)
-        fleet = Fleet(flows, started=epoch, seed=scenario.seed, template=load_template(), drain=True)
+        fleet = Fleet(
+            flows,
+            started=epoch,
+            seed=scenario.seed,
+            template=load_template(),
+            drain=True,
+            background=scenario.background,
+        )
         schedule(fleet, scenario)
         # A tenth of a wall second's worth of simulated time per tick at most: scrapes are
         # answered between the chunks of a fleet catching up, never after a timeout.
@@ -330,7 +400,7 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
         # The simulation has stopped: its record is read alone; Prometheus still answers.
         for j, prom in zip(judges, proms, strict=True):
             health[j.rules] = {
-                **_health(prom, sim, start, factor),
+                **_health(prom, sim, start, factor, cpu_start),
                 "set_up_overran_s": round(max(0.0, late), 1),
             }
     _close_loop(loop)
@@ -339,14 +409,7 @@ def _run(args, scenario, params, names, user, config, factor, out) -> dict[str, 
     for j in judges:
         notes = [asdict(n) for n in posts[j.rules]]
         (j.folder / "notifications.json").write_text(json.dumps(notes, indent=1) + "\n")
-    meta = {
-        "file": str(args.scenarios),
-        "time_scale": factor,
-        "engine": args.engine,
-        "config": str(args.config) if args.config else None,
-        "before": args.before,
-    }
-    return _judge(out, scenario, config, posts, health, meta)
+    return posts, health
 
 
 def _judge(
@@ -354,7 +417,7 @@ def _judge(
 ) -> dict:
     """Score each rule set's notifications and write the figures, the reports and the picture."""
     models = {instance_name(m.model, i): m.model for m in scenario.fleet for i in range(m.replicas)}
-    budgets = {i.id: b for i in scenario.incidents if (b := budget(i, config)) is not None}
+    budgets = harm_budgets(scenario)
     summaries = {}
     for rules, notes in posts.items():
         result = score(scenario, notes, ROUTING, model_finder(scenario, models), budgets=budgets)
@@ -367,9 +430,22 @@ def _judge(
     return summaries
 
 
-def rescore(out: Path) -> dict[str, dict]:
+def rescore(out: Path) -> list[dict[str, dict]]:
     """Score a finished run's recorded notifications again (after a change to the scoring or the
-    budgets), its scenario file and configuration as the run recorded them."""
+    budgets), its scenario file, seed and configuration as the run recorded them; a run of
+    several seeds seed by seed, then their spread."""
+    folders = sorted(out.glob("seed-*"), key=lambda p: p.name)
+    if folders:
+        runs = {}
+        for folder in folders:
+            summaries = _rescore_one(folder)
+            runs[next(iter(summaries.values()))["seed"]] = summaries
+        spread.write(out, runs)
+        return list(runs.values())
+    return [_rescore_one(out)]
+
+
+def _rescore_one(out: Path) -> dict[str, dict]:
     posts, health, meta = {}, {}, None
     for results in sorted(out.glob("*/results.json")):
         try:
@@ -386,6 +462,8 @@ def rescore(out: Path) -> dict[str, dict]:
                 "engine": summary["engine"],
                 "config": summary["config"],
                 "before": summary.get("before", BEFORE),
+                "seed": summary.get("seed"),
+                "separately": summary.get("separately", False),
             }
         except (OSError, ValueError, KeyError, TypeError):
             raise BundleError(
@@ -394,7 +472,11 @@ def rescore(out: Path) -> dict[str, dict]:
     if meta is None:
         raise BundleError(f"{out} holds no run of benchmarks.alert_quality.run (no <rules>/results.json).")
     config = build(BundleConfig, _user_config(meta["config"]), "", str(meta["config"] or "the defaults"))
-    return _judge(out, load_scenario(meta["file"]), config, posts, health, meta)
+    scenario = load_scenario(meta["file"])
+    if meta["seed"] is not None:
+        scenario = replace(scenario, seed=meta["seed"])
+    meta["seed"] = scenario.seed
+    return _judge(out, scenario, config, posts, health, meta)
 
 
 def _wait(
@@ -420,7 +502,13 @@ def _wait(
             )
 
 
-def _health(prom: Prometheus, sim: Simulation, start: float, factor: float) -> dict:
+def _cpu() -> float:
+    """CPU seconds this process (the simulation, its HTTP server) has used."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def _health(prom: Prometheus, sim: Simulation, start: float, factor: float, cpu_start: float) -> dict:
     """Whether the run itself held its clock: Prometheus' missed evaluations and failed rules,
     how far the simulation fell behind the wall clock."""
 
@@ -428,7 +516,11 @@ def _health(prom: Prometheus, sim: Simulation, start: float, factor: float) -> d
         rows = prom.query(expr)
         return sum(float(r["value"][1]) for r in rows)
 
+    wall = max(time.time() - start, 1e-9)
     return {
+        # Cores each part used over the run: what a machine needs to hold this time scale.
+        "simulation_cores": round((_cpu() - cpu_start) / wall, 2),
+        "prometheus_cores": round(total('max(process_cpu_seconds_total{job="prometheus"})') / wall, 2),
         "rule_evaluation_failures": total("sum(prometheus_rule_evaluation_failures_total)"),
         "rule_group_iterations_missed": total("sum(prometheus_rule_group_iterations_missed_total)"),
         "rule_group_iterations": total("sum(prometheus_rule_group_iterations_total)"),
@@ -446,6 +538,9 @@ def _summary(meta: dict, rules: str, scenario: Scenario, result: Score, health: 
         "before": meta["before"],
         "engine": meta["engine"],
         "config": meta["config"],
+        "seed": meta["seed"],
+        "separately": meta["separately"],
+        "background": asdict(scenario.background),
         "incidents": [
             {
                 "id": i.id,
@@ -458,6 +553,10 @@ def _summary(meta: dict, rules: str, scenario: Scenario, result: Score, health: 
                 "tickets": i.tickets,
                 "time_to_page_s": None if i.time_to_page is None else round(i.time_to_page, 1),
                 "budget_s": None if i.budget is None else round(i.budget, 1),
+                "shared": i.shared,
+                "own_pages": i.own_pages,
+                "own_tickets": i.own_tickets,
+                "paged_by": sorted(i.paged_by),
                 "alerts": sorted(i.alertnames),
             }
             for i in result.incidents
@@ -488,7 +587,19 @@ def parser() -> argparse.ArgumentParser:
         "--rules",
         default="bundle",
         help="the rule sets judged on the same simulation, comma-separated: bundle (this checkout's), "
-        "before (the bundle of --before's generator), peer (vLLM PR #34638's rules)",
+        "workbook (its burn pages as the SRE workbook writes them), before (the bundle of --before's "
+        "generator), peer (vLLM PR #34638's rules)",
+    )
+    p.add_argument(
+        "--seeds",
+        help="run the scenario once per seed (comma-separated, like 1,2,3; each in out/seed-N) and write "
+        "each figure's median and range to out/report.md and out/spread.json",
+    )
+    p.add_argument(
+        "--separately",
+        action="store_true",
+        help="give each rule set a simulation of its own (the same seed: the same traffic and incidents), "
+        "one Prometheus at a time, where several do not fit the machine",
     )
     p.add_argument("--before", default=BEFORE, help="the commit whose generator makes the `before` bundle")
     p.add_argument("--engine", default="gpu", help=f"the replicas' engine profile in {ENGINES.name}")
@@ -510,16 +621,15 @@ def main(argv: list[str] | None = None) -> int:
         print("--time-scale must be a positive number of simulated seconds per wall second.", file=sys.stderr)
         return 2
     try:
-        summaries = rescore(Path(args.rescore)) if args.rescore else run(args)
+        runs = rescore(Path(args.rescore)) if args.rescore else run(args)
     except (BundleError, TraceMissing, timescale.TimeScaleError) as exc:
         print(exc, file=sys.stderr)
         return 2
     print((Path(args.rescore or args.out) / "report.md").read_text())
-    # The exit status judges this checkout's bundle; the other rule sets are its comparison.
-    mine = summaries.get("bundle")
-    if mine is None:
-        return 0
-    return 0 if all(i["ok"] for i in mine["incidents"]) and not mine["healthy"]["pages"] else 1
+    # The exit status judges this checkout's bundle, on every seed; the other rule sets are its comparison.
+    mine = [summaries["bundle"] for summaries in runs if "bundle" in summaries]
+    good = all(all(i["ok"] for i in s["incidents"]) and not s["healthy"]["pages"] for s in mine)
+    return 0 if good else 1
 
 
 if __name__ == "__main__":

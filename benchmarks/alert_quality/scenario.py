@@ -6,14 +6,21 @@ sentence that says what to write instead.
     name: smoke
     seed: 1
     duration: 45m                  # simulated time
+    start_hour: 9                  # optional: the hour of the day at time 0 (the daily rhythm)
+    background: {error_share: 0.0005, abort_share: 0.018, rhythm: 0.35}   # optional: background.py
+    availability_objective: 0.999  # optional: the users' promise the error budgets are of
     fleet:
       - {model: chat, namespace: llm-chat, replicas: 4, trace: conv, per_replica_rate: 1.5}
+      - {model: embed, namespace: llm-embed, replicas: 2, trace: conv, per_replica_rate: 2, task: embed}
     incidents:
-      - {id: dead-1, kind: engine_death, at: 10m, target: {model: chat, replicas: 1}, expect: page}
+      - {id: dead-1, kind: engine_death, at: 10m, duration: 10m, target: {model: chat, replicas: 1}, expect: page}
 
 `expect` is what the incident deserves: `page` (users feel it: an SLO burns, or a model lost
 serving capacity), `ticket` (a cause to fix in working hours) or `none` (must not notify at all).
-Times are offsets from the start of the simulated run.
+Times are offsets from the start of the simulated run. Incidents may overlap on one model (a
+death during a burst): each acts on its targets in time order, and a notification belongs to
+every incident whose window holds it (scoring.py). A model's `task` is `generate` (the
+default) or `embed` (a pooling model: no output tokens).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import yaml
 from vllm_obs.errors import BundleError
 from vllm_obs.promql import seconds
 
+from .background import DEFAULT_START_HOUR, USERS_AVAILABILITY, Background
 from .traces import TRACES
 
 EXPECT = ("page", "ticket", "none")
@@ -57,8 +65,18 @@ KINDS: dict[str, Kind] = {
     "rolling_restart": Kind(
         "a planned restart, one replica after the other, each stopped gracefully", {"per_replica": str}
     ),
+    "backlog": Kind(
+        "replicas die (logged) and are back at the end; their clients re-send what was in flight to "
+        "the survivors, whose queue outlasts the outage"
+    ),
+    "model_upgrade": Kind(
+        "a planned restart, one replica after the other, each serving the model `to` once started again "
+        "(the same hosts and Service)",
+        {"per_replica": str, "to": str},
+    ),
     "quiet": Kind("nothing is injected: a labelled healthy window (a night, a lull)"),
 }
+TASKS = ("generate", "embed")
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,7 @@ class Model:
     replicas: int
     trace: str
     per_replica_rate: float  # mean requests per second per replica
+    task: str = "generate"  # or "embed": a pooling model, no output tokens
 
 
 @dataclass(frozen=True)
@@ -100,6 +119,18 @@ class Scenario:
     fleet: tuple[Model, ...]
     incidents: tuple[Incident, ...]
     source: str  # the file it was read from, for the report
+    background: Background = field(default_factory=Background)
+    start_hour: float = DEFAULT_START_HOUR  # the hour of the day at simulated time 0
+    availability_objective: float = USERS_AVAILABILITY  # what the error budgets are of (budgets.py)
+
+    def aliases(self) -> dict[str, str]:
+        """Model names the fleet's models take during the run (a model upgrade's `to`) -> the
+        fleet model whose replicas serve them."""
+        return Scenario.aliases_of(self.incidents)
+
+    @staticmethod
+    def aliases_of(incidents) -> dict[str, str]:
+        return {i.params["to"]: i.target.model for i in incidents if i.kind == "model_upgrade"}
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -115,7 +146,12 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def parse_scenario(data: Any, source: str) -> Scenario:
     where = f"the scenario {source}"
-    top = _mapping(data, where, required={"name", "duration", "fleet", "incidents"}, optional={"seed"})
+    top = _mapping(
+        data,
+        where,
+        required={"name", "duration", "fleet", "incidents"},
+        optional={"seed", "background", "start_hour", "availability_objective"},
+    )
     fleet = tuple(
         _model(m, f"{where}, fleet entry {i + 1}") for i, m in enumerate(_list(top["fleet"], where))
     )
@@ -133,15 +169,34 @@ def parse_scenario(data: Any, source: str) -> Scenario:
     ids = [i.id for i in incidents]
     if len(set(ids)) != len(ids):
         raise BundleError(f"{where} uses an incident id twice; give each incident its own id.")
-    _no_overlap(incidents, where)
+    clash = sorted(set(Scenario.aliases_of(incidents)) & set(models))
+    if clash:
+        raise BundleError(f"{where} upgrades a model to {clash[0]!r}, a name the fleet already serves.")
     seed = top.get("seed", 1)
-    if not isinstance(seed, int):
+    if not isinstance(seed, int) or isinstance(seed, bool):
         raise BundleError(f"{where}'s seed must be a whole number.")
-    return Scenario(str(top["name"]), seed, duration, fleet, incidents, source)
+    start = top.get("start_hour", DEFAULT_START_HOUR)
+    if not isinstance(start, (int, float)) or isinstance(start, bool) or not 0 <= start < 24:
+        raise BundleError(f"{where}'s start_hour must be an hour of the day from 0 to 24.")
+    objective = top.get("availability_objective", USERS_AVAILABILITY)
+    if not isinstance(objective, float) or not 0 < objective < 1:
+        raise BundleError(f"{where}'s availability_objective must be a share between 0 and 1, like 0.999.")
+    background = Background.parse(top.get("background", {}), f"{where}'s background")
+    return Scenario(
+        str(top["name"]), seed, duration, fleet, incidents, source, background, float(start), objective
+    )
 
 
 def _model(data: Any, where: str) -> Model:
-    m = _mapping(data, where, required={"model", "namespace", "replicas", "trace", "per_replica_rate"})
+    m = _mapping(
+        data,
+        where,
+        required={"model", "namespace", "replicas", "trace", "per_replica_rate"},
+        optional={"task"},
+    )
+    task = m.get("task", "generate")
+    if task not in TASKS:
+        raise BundleError(f"{where} has the task {task!r}; use generate or embed.")
     if m["trace"] not in TRACES:
         raise BundleError(f"{where} replays the trace {m['trace']!r}; use one of {', '.join(TRACES)}.")
     replicas, rate = m["replicas"], m["per_replica_rate"]
@@ -149,7 +204,7 @@ def _model(data: Any, where: str) -> Model:
         raise BundleError(f"{where} needs replicas: a whole number of at least 1.")
     if not isinstance(rate, (int, float)) or rate <= 0:
         raise BundleError(f"{where} needs per_replica_rate: requests per second per replica, above 0.")
-    return Model(str(m["model"]), str(m["namespace"]), replicas, m["trace"], float(rate))
+    return Model(str(m["model"]), str(m["namespace"]), replicas, m["trace"], float(rate), task)
 
 
 def _incident(data: Any, where: str, models: dict[str, Model], span: float) -> Incident:
@@ -198,17 +253,6 @@ def _target(data: Any, where: str, models: dict[str, Model]) -> Target:
     if fraction is not None and not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
         raise BundleError(f"{where}'s target fraction must be above 0 and at most 1.")
     return Target(model.model, replicas, None if fraction is None else float(fraction))
-
-
-def _no_overlap(incidents: tuple[Incident, ...], where: str) -> None:
-    """One incident per model at a time, so every notification is attributed to one."""
-    ordered = sorted(incidents, key=lambda i: (i.target.model, i.at))
-    for before, after in zip(ordered, ordered[1:], strict=False):
-        if before.target.model == after.target.model and after.at < max(before.end, before.at + 1):
-            raise BundleError(
-                f"{where}: incidents {before.id} and {after.id} overlap on {after.target.model}; "
-                "move one so each notification belongs to one incident."
-            )
 
 
 def _mapping(

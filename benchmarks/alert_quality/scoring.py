@@ -1,22 +1,27 @@
 """Scoring a run: every notification Alertmanager sent, recorded by the webhook, judged against
 the schedule of incidents.
 
-A notification belongs to the incident on its model whose window holds the moment its alerts
+A notification belongs to every incident on its model whose window holds the moment its alerts
 started firing: from the incident's start to its end plus `grace` (a burn-rate alert's long
 window still holds the incident for a while after it ends; an alert that starts later than
-that is about something else); where windows overlap, to the latest incident to have started. Its model is read from its labels (`model_name`, else the
-namespace or instance the fleet gave that model); a notification of no model (the watchdog,
-a rule about the whole job) belongs to no incident. What a notification is, a page or a
+that is about something else). Incidents overlap in real fleets (a death during a burst): each
+one open then is shown the notification, and one that deserves less than another holding it
+(a rollout during a spike that pages) is not failed by it. Its model is read from its labels
+(`model_name`, a name a model upgrade gave it, else the namespace or instance the fleet gave
+that model); a notification of no model (the watchdog, a rule about the whole job) belongs to
+no incident. What a notification is, a page or a
 ticket, is where Alertmanager sent it: a page receiver wakes someone, any other is a ticket
 or a chat message; ignored receivers (the watchdog's dead man's switch) are not notifications.
 
-Per incident: paged, ticketed or missed; seconds from its start to the first page; how many
-pages and notifications it made. A page is what wakes someone: a firing post to a page
-receiver for a notification group that has no page open. Alertmanager sends a group's posts
-to PagerDuty under one dedup key (the group key), and PagerDuty keeps trigger events with the
-key of an open incident in that incident, so a group's updates and repeats while it fires are
-not new pages; its resolved post closes it. Those updates are counted apart (`page_updates`),
-tickets are every firing post to any other receiver; resolved posts are not notifications.
+Per incident: paged, ticketed or missed; seconds from its start to the first post to the
+pager; how many pages, pager updates and chat notifications it made. A page is what wakes
+someone: a firing post to a page receiver for a notification group that has no page open.
+Alertmanager sends a group's posts to PagerDuty under one dedup key (the group key), and
+PagerDuty keeps trigger events with the key of an open incident in that incident, so a group's
+updates and repeats while it fires are not new pages; its resolved post closes it. Those
+updates are counted and shown (`page_updates`), never failed: an incident whose alerts only
+reach a page already open is in front of the person that page woke. Chat notifications
+(`tickets`) are every firing post to any other receiver; resolved posts are not notifications.
 Over the healthy time (no incident window, or a window whose incident must not notify), model
 by model: pages and tickets, and pages per day of 100 replicas.
 """
@@ -74,6 +79,11 @@ class IncidentScore:
     time_to_notify: float | None = None  # to its first notification of any kind
     alertnames: set[str] = field(default_factory=set)
     budget: float | None = None  # the most time_to_page may be (None: no budget for this kind)
+    shared: int = 0  # of its notifications, those another incident open then holds too
+    # Pages and chat notifications no incident holding them deserved (see `explained`).
+    own_pages: int = 0
+    own_tickets: int = 0
+    paged_by: set[str] = field(default_factory=set)  # the alerts firing in its new pages (burn tiers named)
 
     @property
     def notifications(self) -> int:
@@ -83,18 +93,21 @@ class IncidentScore:
     def verdict(self) -> str:
         if self.pages:
             return "paged"
-        # Its pages only updated one an earlier incident left open: nobody was woken for it.
+        # Its alerts only reached a page an earlier incident had opened: in front of its on-call.
         return "updated an open page" if self.page_updates else "ticketed" if self.tickets else "missed"
 
     @property
     def ok(self) -> bool:
-        """What the incident deserves, and nothing more: a page in time for `page`, a ticket and
-        no page for `ticket`, nothing at all for `none`."""
+        """What the incident deserves, and nothing more: a post to the pager in time for `page`
+        (a new page, or an update to one open), a chat notification and no page for `ticket`,
+        no page nor chat for `none`; a notification another incident open then deserved does
+        not fail it."""
         if self.expect == "page":
-            return bool(self.pages) and (self.budget is None or self.time_to_page <= self.budget)
+            reached = self.pages or self.page_updates
+            return bool(reached) and (self.budget is None or self.time_to_page <= self.budget)
         if self.expect == "ticket":
-            return not self.pages and bool(self.tickets)
-        return not self.notifications
+            return not self.own_pages and bool(self.tickets)
+        return not self.own_pages and not self.own_tickets
 
 
 @dataclass
@@ -103,16 +116,19 @@ class Score:
     stray_pages: list[Notification]  # pages of no incident
     stray_tickets: list[Notification]
     healthy_replica_seconds: float  # each replica's time outside its model's incident windows, summed
+    undeserved: int = 0  # pages no incident holding them deserved, a ticket-worthy cause's included
+    unexplained_healthy: int = 0  # of those, pages only incidents that must not notify held
 
     @property
     def healthy_pages(self) -> int:
-        """Pages while nothing deserved one: stray pages and pages of incidents that must not notify."""
-        return len(self.stray_pages) + sum(i.pages for i in self.incidents if i.expect == "none")
+        """Pages while nothing deserved one: stray pages and pages only incidents that must not
+        notify held."""
+        return len(self.stray_pages) + self.unexplained_healthy
 
     @property
     def undeserved_pages(self) -> int:
         """Every page no incident deserved, a ticket-worthy cause's included."""
-        return len(self.stray_pages) + sum(i.pages for i in self.incidents if i.expect != "page")
+        return len(self.stray_pages) + self.undeserved
 
     @property
     def pages_per_day_per_100(self) -> float:
@@ -130,10 +146,13 @@ def model_finder(
     models = {m.model for m in scenario.fleet}
     namespaces = {m.namespace: m.model for m in scenario.fleet}
     by_instance = dict(instances or {})
+    aliases = scenario.aliases()
 
     def model_of(labels: Mapping[str, str]) -> str | None:
         if labels.get("model_name") in models:
             return labels["model_name"]
+        if labels.get("model_name") in aliases:
+            return aliases[labels["model_name"]]
         if labels.get("namespace") in namespaces:
             return namespaces[labels["namespace"]]
         return by_instance.get(labels.get("instance", ""))
@@ -162,6 +181,19 @@ def classified(
         yield n, kind, update
 
 
+RANK = {"none": 0, "ticket": 1, "page": 2}
+
+
+def firing_names(n: Notification) -> set[str]:
+    """The alerts a post carries as firing, a burn tier's windows with its name."""
+    resolved = [dict(a) for a in n.resolved]
+    return {
+        a.get("alertname", "") + (f" {a['long']}/{a['short']}" if "long" in a and "short" in a else "")
+        for a in n.alerts
+        if dict(a) not in resolved
+    }
+
+
 def score(
     scenario: Scenario,
     notifications: Iterable[Notification],
@@ -183,25 +215,36 @@ def score(
     }
     stray_pages: list[Notification] = []
     stray_tickets: list[Notification] = []
+    undeserved = unexplained_healthy = 0
     for n, kind, update in classified(notifications, routing):
-        incident = _incident_of(n, scenario.incidents, model_of, grace)
-        if incident is None:
+        holding = _incidents_of(n, scenario.incidents, model_of, grace)
+        if not holding:
             if not update:
                 (stray_pages if kind == "page" else stray_tickets).append(n)
             continue
-        row = rows[incident.id]
-        since = n.at - incident.at
-        row.alertnames |= {a.get("alertname", "") for a in n.alerts}
-        if row.time_to_notify is None:
-            row.time_to_notify = since
-        if update:
-            row.page_updates += 1
-        elif kind == "page":
-            row.pages += 1
-            if row.time_to_page is None:
-                row.time_to_page = since
-        else:
-            row.tickets += 1
+        # What the most deserving incident open then deserved: it explains this notification.
+        deserved = max(RANK[i.expect] for i in holding)
+        if kind == "page" and not update:
+            undeserved += deserved < RANK["page"]
+            unexplained_healthy += deserved == RANK["none"]
+        for incident in holding:
+            row = rows[incident.id]
+            since = n.at - incident.at
+            row.alertnames |= {a.get("alertname", "") for a in n.alerts}
+            row.shared += len(holding) > 1
+            if row.time_to_notify is None:
+                row.time_to_notify = since
+            if kind == "page" and row.time_to_page is None:
+                row.time_to_page = since  # a new page, or an update to one open
+            if update:
+                row.page_updates += 1
+            elif kind == "page":
+                row.pages += 1
+                row.paged_by |= firing_names(n)
+                row.own_pages += deserved <= RANK[incident.expect] < RANK["page"]
+            else:
+                row.tickets += 1
+                row.own_tickets += deserved == RANK["none"]
     return Score(
         incidents=[rows[i.id] for i in scenario.incidents],
         stray_pages=stray_pages,
@@ -209,20 +252,20 @@ def score(
         healthy_replica_seconds=sum(
             m.replicas * (scenario.duration - _covered(scenario, m.model, grace)) for m in scenario.fleet
         ),
+        undeserved=undeserved,
+        unexplained_healthy=unexplained_healthy,
     )
 
 
-def _incident_of(
+def _incidents_of(
     n: Notification,
     incidents: Iterable[Incident],
     model_of: Callable[[Mapping[str, str]], str | None],
     grace: float,
-) -> Incident | None:
+) -> list[Incident]:
+    """Every incident on the notification's model whose window holds the moment it started."""
     models = {model_of(a) for a in n.alerts} - {None}
-    holding = [i for i in incidents if i.target.model in models and i.at <= n.started <= i.end + grace]
-    # Windows overlap when incidents on a model come less than `grace` apart: the latest one
-    # to have started is the one the alert is about.
-    return max(holding, key=lambda i: i.at, default=None)
+    return [i for i in incidents if i.target.model in models and i.at <= n.started <= i.end + grace]
 
 
 def _covered(scenario: Scenario, model: str, grace: float) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import gzip
 import json
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ class Simulation:
         self.fleet, self.canary, self.start, self.scale, self.chunk = fleet, canary, start, scale, chunk
         self.members = {m.instance: m for m in fleet.members}
         self._renders: dict[str, tuple] = {}
+        self._logs: dict[str, tuple] = {}
         # After each tick: the wall time and the simulated time reached.
         self.walls: list[float] = [start]
         self.reached: list[float] = [0.0]
@@ -49,7 +51,7 @@ class Simulation:
         t = min(target, self.fleet.now + self.chunk)
         if t > self.fleet.now:
             began = time.monotonic()
-            self.fleet.advance(t)
+            self.fleet.advance(t, metrics=False)  # each exposition is brought up to date when read
             self.canary.advance(t)
             self.slowest_tick = max(self.slowest_tick, time.monotonic() - began)
             self.walls.append(time.time())
@@ -83,20 +85,31 @@ class Simulation:
             if parts[2] == "metrics":
                 if not member.server.answering:
                     return UNAVAILABLE
-                return b"200 OK", self._rendered(member)
+                return (b"200 OK", *self._rendered(member))
             if parts[2] == "log":
-                return b"200 OK", member.server.log.exposition()
+                return (b"200 OK", *self._logged(member))
         return None
 
-    def _rendered(self, member) -> bytes:
-        """The replica's exposition, rendered once per tick however many Prometheus servers
-        scrape it (every rule set of a run watches the same fleet)."""
+    def _rendered(self, member) -> tuple[bytes, bytes]:
+        """The replica's exposition and its gzip, made once per tick however many Prometheus
+        servers scrape it (every rule set of a run watches the same fleet)."""
         key = (self.fleet.now, id(member.metrics))
         cached = self._renders.get(member.instance)
         if cached is None or cached[0] != key:
-            cached = (key, member.metrics.render().encode())
+            body = member.exposition().encode()
+            cached = (key, body, gzip.compress(body, compresslevel=1))
             self._renders[member.instance] = cached
-        return cached[1]
+        return cached[1], cached[2]
+
+    def _logged(self, member) -> tuple[bytes, ...]:
+        """The log exporter's exposition, made again only when its log changed."""
+        log = member.server.log
+        key = (id(log), log.version)
+        cached = self._logs.get(member.instance)
+        if cached is None or cached[0] != key:
+            cached = (key, log.exposition())
+            self._logs[member.instance] = cached
+        return (cached[1],)
 
     def targets(self, folder: Path, address: str) -> dict[str, Path]:
         """The file_sd files of the three scrape jobs, by job name."""

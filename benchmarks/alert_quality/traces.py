@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -88,15 +89,25 @@ class Arrivals:
     output: np.ndarray
 
 
-def arrivals(trace: Trace, rate: float, duration: float, seed: int) -> Arrivals:
+def arrivals(
+    trace: Trace,
+    rate: float,
+    duration: float,
+    seed: int,
+    load: Callable[[np.ndarray], np.ndarray] | None = None,
+    peak: float = 1.0,
+) -> Arrivals:
     """`duration` seconds of requests at `rate` per second on average, made of the trace.
 
     Enough copies of the hour are laid over each other, each shifted by its own random offset
     (wrapping around the hour) and repeated to cover the duration, then thinned at random to
     the rate: each copy keeps the trace's bursts and lulls, and several copies blend as a
-    larger user base would. Each request keeps its own prompt and output length.
+    larger user base would. Each request keeps its own prompt and output length. `load` (of
+    the arrival times, at most `peak`) scales the rate over time: the daily rhythm.
     """
     rng = np.random.default_rng(seed)
+    peak = peak if load is not None else 1.0
+    rate *= peak
     copies = max(1, math.ceil(rate / trace.mean_rate))
     laps = math.ceil(duration / trace.span) + 1
     times, index = [], []
@@ -106,7 +117,10 @@ def arrivals(trace: Trace, rate: float, duration: float, seed: int) -> Arrivals:
             times.append(shifted + lap * trace.span)
             index.append(np.arange(len(trace.arrival)))
     t, i = np.concatenate(times), np.concatenate(index)
-    keep = (t < duration) & (rng.random(len(t)) < rate / (copies * trace.mean_rate))
+    share = rate / (copies * trace.mean_rate)
+    if load is not None:
+        share = share * np.minimum(load(t), peak) / peak
+    keep = (t < duration) & (rng.random(len(t)) < share)
     t, i = t[keep], i[keep]
     order = np.argsort(t, kind="stable")
     return Arrivals(t[order], trace.prompt[i[order]], trace.output[i[order]])

@@ -80,7 +80,8 @@ def route(fleet: Fleet, path: str) -> bytes | None:
 
 
 # A path's answer: (status line, body), or None for 404.
-Answer = Callable[[str], "tuple[bytes, bytes] | None"]
+# (status, body) or (status, body, the body gzipped), or None for a 404.
+Answer = Callable[[str], "tuple[bytes, ...] | None"]
 
 
 async def serve_connection(
@@ -94,10 +95,11 @@ async def serve_connection(
             method, path, _ = lines[0].split(" ", 2)
             headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
             found = answer(path) if method in ("GET", "HEAD") else None
-            status, body = found if found is not None else (b"404 Not Found", b"not found\n")
+            status, body, *packed = found if found is not None else (b"404 Not Found", b"not found\n")
             extra = b""
             if "gzip" in headers.get("accept-encoding", "") and len(body) > 1024:
-                body = gzip.compress(body, compresslevel=1)
+                # An answer may bring its body compressed already (one compression, many scrapers).
+                body = packed[0] if packed else gzip.compress(body, compresslevel=1)
                 extra = b"Content-Encoding: gzip\r\n"
             close = headers.get("connection", "").lower() == "close"
             writer.write(

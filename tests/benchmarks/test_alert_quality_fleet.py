@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.alert_quality.fleet import Fleet
+from benchmarks.alert_quality.background import Background
+from benchmarks.alert_quality.fleet import QUIET, Fleet
 from benchmarks.alert_quality.scenario import Model
 from benchmarks.alert_quality.traces import Arrivals
 from benchmarks.fleet.exposition import load_template
@@ -62,3 +63,58 @@ def test_the_replicas_expositions_follow_the_replicas():
             f'vllm:request_success_total{{engine="0",finished_reason="length",model_name="chat"}} {float(member.replica.seen.finished)!r}'
             in text
         )
+
+
+def test_an_embedding_model_generates_nothing_and_finishes_every_request_stop():
+    arrivals = steady(rate=4, duration=300)
+    pooled = Arrivals(arrivals.time, arrivals.prompt, np.zeros_like(arrivals.output))
+    model = Model("embed", "llm-embed", 2, "conv", 2.0, task="embed")
+    f = Fleet([(model, params(), pooled)], started=0.0, seed=3, template=TEMPLATE)
+    f.advance(300)
+    for member in f.members:
+        seen = member.replica.seen
+        assert seen.finished > 100 and seen.stopped == seen.finished
+        assert seen.generation_tokens == 0 and not seen.inter_token_latency
+        assert len(seen.time_to_first_token) >= seen.finished  # the embedding comes with the prompt
+        text = member.metrics.render()
+        assert f'finished_reason="stop",model_name="embed"}} {float(seen.finished)!r}' in text
+        assert 'vllm:inter_token_latency_seconds_count{engine="0",model_name="embed"} 0.0' in text
+        assert 'vllm:generation_tokens_total{engine="0",model_name="embed"} 0.0' in text
+
+
+def test_the_background_fails_and_abandons_its_share_of_requests_and_a_quiet_fleet_none():
+    arrivals = steady(rate=20, duration=600)
+    noisy = Background(error_share=0.02, abort_share=0.05, abort_after=0.05, rhythm=0.0)
+    model = Model("chat", "llm-chat", 4, "conv", 5.0)
+    runs = {}
+    for name, background in (("noisy", noisy), ("quiet", QUIET)):
+        f = Fleet(
+            [(model, params(), arrivals)], started=0.0, seed=3, template=TEMPLATE, background=background
+        )
+        f.advance(600)
+        runs[name] = f
+    total = len(arrivals.time)
+    errored = sum(m.replica.seen.errored for m in runs["noisy"].members)
+    aborted = sum(m.replica.seen.aborted for m in runs["noisy"].members)
+    assert errored == pytest.approx(0.02 * total, rel=0.25)
+    # Abandoned after 50 ms on average: most before they finish (the rest finish first).
+    assert 0.02 * total < aborted < 0.06 * total
+    assert all(m.replica.seen.errored == m.replica.seen.aborted == 0 for m in runs["quiet"].members)
+    # The routing is the same with or without the background's draws.
+    assert runs["noisy"].services[0].routed == runs["quiet"].services[0].routed
+    text = runs["noisy"].members[0].metrics.render()
+    seen = runs["noisy"].members[0].replica.seen
+    assert f'finished_reason="abort",model_name="chat"}} {float(seen.aborted)!r}' in text
+
+
+def test_a_client_gives_up_on_a_request_queued_past_its_timeout():
+    arrivals = steady(rate=40, duration=600)  # far beyond one replica's capacity
+    model = Model("chat", "llm-chat", 1, "conv", 40.0)
+    waits = Background(error_share=0.0, abort_share=0.0, rhythm=0.0, client_timeout=60.0)
+    f = Fleet([(model, params(), arrivals)], started=0.0, seed=3, template=TEMPLATE, background=waits)
+    for t in range(30, 601, 30):
+        f.advance(t)
+        replica = f.members[0].replica
+        assert all(t - r.arrival <= 60 + 1 for r in replica.waiting)
+    recent = int(((arrivals.time > 600 - 61) & (arrivals.time < 600)).sum())
+    assert replica.seen.aborted > 1000 and 0 < replica.num_waiting <= recent

@@ -269,3 +269,97 @@ def test_the_log_view_serves_the_contracts_families_with_unix_stamps():
     assert samples[("vllm_log_server_state", (("state", "ready"),))] == 1
     assert sum(v for (n, _), v in samples.items() if n == "vllm_log_server_state") == 1
     assert samples[("vllm_log_server_state_since_timestamp_seconds", ())] == EPOCH + AT + DURATION
+
+
+@pytest.mark.parametrize("lost", [4, 5, 6])
+def test_capacity_lost_near_the_floor_takes_exactly_that_many_of_ten_out_until_the_end(lost):
+    def ready(f, t):
+        return sum(m.ready for m in f.members)
+
+    f, seen = run(
+        "engine_death", replicas=10, target={"model": "chat", "replicas": lost}, watch=ready, every=60
+    )
+    at = dict(seen)
+    assert at[AT] == 10 and at[AT + 60] == at[AT + DURATION - 60] == 10 - lost
+    assert at[AT + DURATION + 60] == 10 and f.services[0].refused == 0
+
+
+def test_an_outage_longer_than_two_hours_keeps_its_replicas_out_the_whole_time():
+    sc = parse_scenario(
+        {
+            "name": "long",
+            "duration": "3h",
+            "fleet": [
+                {
+                    "model": "chat",
+                    "namespace": "llm-chat",
+                    "replicas": 4,
+                    "trace": "conv",
+                    "per_replica_rate": 1,
+                }
+            ],
+            "incidents": [
+                {
+                    "id": "long",
+                    "kind": "engine_death",
+                    "at": "10m",
+                    "duration": "150m",
+                    "target": {"model": "chat", "replicas": 3},
+                    "expect": "page",
+                }
+            ],
+        },
+        "test",
+    )
+    f = Fleet([(sc.fleet[0], params(), steady(2.0, sc.duration))], started=EPOCH, seed=5, template=TEMPLATE)
+    schedule(f, sc)
+    out = []
+    for t in range(60, int(sc.duration) + 1, 60):
+        f.advance(t)
+        out.append((t, sum(m.ready for m in f.members), f.members[0].server.log.state))
+    during = [(n, s) for t, n, s in out if 600 < t <= 600 + 150 * 60 - STARTUP]
+    assert during and all(n == 1 for n, _ in during) and {s for _, s in during} == {"dead"}
+    assert out[-1][1:] == (4, "ready")
+    assert f.members[0].server.log.counts["startup_begin"] == 2  # one start after the death, none between
+
+
+def test_a_backlog_outlasts_the_outage_on_the_survivors_while_the_restarted_replicas_run_empty():
+    def waiting(f, t):
+        return [m.replica.num_waiting for m in f.members]
+
+    # 20 requests a second over ten replicas: two survivors take ten each, beyond their capacity.
+    f, seen = run(
+        "backlog", rate=20, replicas=10, target={"model": "chat", "replicas": 8}, watch=waiting, every=60
+    )
+    at = dict(seen)
+    survivors, restarted = slice(8, 10), slice(0, 8)
+    assert max(at[AT]) < 10  # healthy before
+    assert min(at[AT + DURATION][survivors]) > 1000
+    # Ten minutes after the replicas are back, the survivors still hold most of their queue; the
+    # new requests spread over all ten, so the restarted ones' queues stay short.
+    assert min(at[AT + DURATION + 600][survivors]) > 500 and max(at[AT + DURATION + 600][restarted]) < 10
+    hit = f.members[:8]
+    assert all(m.server.log.counts["engine_dead"] == 1 for m in hit)
+    # What was in flight on the dead replicas was re-sent, not lost to its users.
+    assert sum(m.resent for m in hit) == sum(m.lost for m in hit) > 0
+
+
+def test_a_model_upgrade_restarts_each_replica_by_plan_into_the_new_model_on_the_same_host():
+    per = 100
+
+    def names(f, t):
+        return [m.model for m in f.members], [m.ready for m in f.members]
+
+    f, seen = run("model_upgrade", per_replica=f"{per}s", to="chat-v2", target={"model": "chat"}, watch=names)
+    at = dict(seen)
+    assert at[AT][0] == ["chat"] * 4
+    first_back = AT + GRACE + STARTUP + 1
+    assert at[first_back][0][0] == "chat-v2" and at[first_back][1][0]
+    assert at[first_back][0][3] == "chat"  # the last one's turn has not come
+    assert at[1500][0] == ["chat-v2"] * 4 and all(at[1500][1])
+    assert f.services[0].refused == 0  # a planned restart: one replica out at a time
+    for m in f.members:
+        assert m.instance == f"chat-{m.index}:8000"  # the same host
+        assert m.server.log.counts["engine_dead"] == 0 and m.server.log.counts["shutdown"] == 1
+        text = m.metrics.render()
+        assert 'model_name="chat-v2"' in text and 'model_name="chat"' not in text

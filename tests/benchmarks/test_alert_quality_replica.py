@@ -232,3 +232,39 @@ def test_a_dead_engine_loses_every_request_in_flight():
     finished = replica.seen.finished
     assert replica.die() == 12 - finished == replica.seen.lost
     assert replica.num_running == replica.num_waiting == 0 and replica.free_blocks == 512
+
+
+class CountingReplica(Replica):
+    """A replica that counts the steps it runs one at a time."""
+
+    steps = 0
+
+    def step(self) -> bool:
+        self.steps += 1
+        return super().step()
+
+
+def test_decode_runs_observe_exactly_what_single_steps_do():
+    """The run of decode steps computed at once is the hot path's shortcut: with it or without,
+    the same observations and counters, through queueing, preemptions, a hang and a slowdown."""
+
+    def replay_with(runs: bool) -> CountingReplica:
+        replica = CountingReplica(params(per_context_token=1e-6, kv_blocks=200))
+        replica.runs = runs
+        for request in poisson(6, 300, 400, 200, seed=3):
+            replica.run_until(request.arrival)
+            replica.hung = 100 < request.arrival < 120
+            replica.slowdown = 2.0 if 200 < request.arrival < 230 else 1.0
+            replica.submit(request)
+        replica.run_until(400)
+        return replica
+
+    stepped, ran = replay_with(False), replay_with(True)
+    a, b = stepped.seen, ran.seen
+    assert a.preemptions > 0 and a.finished > 400  # the workload preempts and finishes requests
+    for name in ("time_to_first_token", "inter_token_latency", "e2e_request_latency", "request_queue_time"):
+        assert sorted(getattr(a, name)) == sorted(getattr(b, name)), name
+    assert sorted(a.iteration_tokens) == sorted(b.iteration_tokens)
+    for name in ("prompt_tokens", "generation_tokens", "preemptions", "finished"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert ran.steps < stepped.steps / 3  # most decode steps came in runs

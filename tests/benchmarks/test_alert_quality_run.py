@@ -33,6 +33,8 @@ def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 
 def test_the_smoke_scenario_pages_for_lost_capacity_and_not_for_a_planned_restart(tmp_path):
+    """The bundle and the workbook rule set watch one simulation, each on its own Prometheus and
+    Alertmanager."""
     # (Whether the planned restart pages at all is the benchmark's finding, not asserted: the
     # canary's refused probes of its stopped replicas count against the availability SLO.)
     missing = [t for t in TRACES if not (trace_dir() / f"AzureLLMInferenceTrace_{t}.csv").is_file()]
@@ -41,7 +43,9 @@ def test_the_smoke_scenario_pages_for_lost_capacity_and_not_for_a_planned_restar
             f"the Azure traces are not in {trace_dir()} (benchmarks/alert_quality/README.md says where to get them)"
         )
     out = tmp_path / "smoke"
-    done = bench("--scenarios", str(SMOKE), "--time-scale", "30", "--out", str(out))
+    done = bench(
+        "--scenarios", str(SMOKE), "--time-scale", "30", "--rules", "bundle,workbook", "--out", str(out)
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]
     results = json.loads((out / "bundle" / "results.json").read_text())
     assert results["scenario"]["file"] == str(SMOKE)
@@ -72,6 +76,15 @@ def test_the_smoke_scenario_pages_for_lost_capacity_and_not_for_a_planned_restar
     # The watchdog's dead man's switch kept posting: Alertmanager and the webhook lived throughout.
     assert sum(n["receiver"] == "watchdog" for n in notes) >= 10
     assert (out / "report.md").read_text().startswith("# Alert quality: scenario `smoke`")
+    # The workbook's pages: the capacity page too, held 2m by its rules, and no keep_firing_for.
+    workbook = json.loads((out / "workbook" / "notifications.json").read_text())
+    assert any(
+        n["receiver"] == "critical" and n["status"] == "firing" and n["started"] >= 600
+        for n in workbook
+        if any(a.get("alertname") == "VllmModelCapacityLow" for a in n["alerts"])
+    )
+    rules = (out / "workbook" / "work" / "bundle" / "alerts" / "vllm-alerts.rules.yml").read_text()
+    assert "keep_firing_for" not in rules
     # Scoring the recorded notifications again gives the same figures.
     again = bench("--rescore", str(out), timeout=120)
     assert again.returncode in (0, 1), again.stderr[-3000:]
@@ -103,6 +116,7 @@ def test_a_bad_scenario_file_is_refused_in_one_sentence_and_nothing_is_written(t
         (["--time-scale", "0"], "--time-scale must be"),
         (["--engine", "tpu"], "no engine profile 'tpu'"),
         (["--config", "/nonexistent/vllm-obs.yml"], "cannot read the config file"),
+        (["--seeds", "1,x"], "--seeds takes distinct whole numbers"),
     ],
 )
 def test_a_bad_option_is_refused_in_one_sentence_and_nothing_is_written(tmp_path, args, says):

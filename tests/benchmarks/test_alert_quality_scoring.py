@@ -141,16 +141,44 @@ def test_a_notification_belongs_by_when_its_alert_started_and_the_model(scenario
     assert by_id(other)["outage"].pages == 0 and len(other.stray_pages) == 1
 
 
-def test_where_windows_overlap_the_latest_incident_to_start_owns_the_notification():
-    # The slow replica 25 minutes in: inside the outage's window (its end plus 30 minutes).
+def test_an_overlapping_pair_of_incidents_is_accepted_and_both_are_scored():
+    """A death during an error burst on one model: the parser accepts them, and every
+    notification while both are open belongs to both, shown as shared."""
     schedule = {**SCHEDULE, "incidents": [dict(i) for i in SCHEDULE["incidents"]]}
-    schedule["incidents"][1]["at"] = "25m"
+    schedule["incidents"].append(
+        {
+            "id": "burst",
+            "kind": "error_burst",
+            "at": "5m",
+            "duration": "20m",
+            "share": 0.3,
+            "target": {"model": "chat"},
+            "expect": "page",
+        }
+    )
+    both = parse_scenario(schedule, "test")
+    page = note(700, "critical-pagerduty", "VllmModelCapacityLow", model_name="chat")
+    chat = note(400, "warning-slack", "VllmRequestErrors", model_name="chat")  # the burst alone then
+    rows = by_id(run(both, page, chat, budgets={"engine_death": 300, "error_burst": 473}))
+    assert (rows["outage"].pages, rows["outage"].tickets, rows["outage"].shared) == (1, 0, 1)
+    assert (rows["burst"].pages, rows["burst"].tickets, rows["burst"].shared) == (1, 1, 1)
+    assert rows["outage"].time_to_page == 100 and rows["burst"].time_to_page == 400
+    assert rows["outage"].ok and rows["burst"].ok
+
+
+def test_an_incident_that_deserves_less_is_not_failed_by_the_page_of_one_open_beside_it():
+    """A rollout during a spike: the spike's page is shown on the rollout's row too, but the
+    rollout is judged on the notifications nothing else open deserved."""
+    schedule = {**SCHEDULE, "incidents": [dict(i) for i in SCHEDULE["incidents"]]}
+    schedule["incidents"][2] = {**schedule["incidents"][2], "target": {"model": "chat"}, "at": "12m"}
     close = parse_scenario(schedule, "test")
-    before_slow = note(1400, "critical-pagerduty", "X", model_name="chat")
-    after_slow = note(1600, "warning-slack", "Y", model_name="chat")
-    rows = by_id(run(close, before_slow, after_slow))
-    assert (rows["outage"].pages, rows["outage"].tickets) == (1, 0)
-    assert (rows["slow"].pages, rows["slow"].tickets) == (0, 1)
+    page = note(780, "critical-pagerduty", "VllmTimeToFirstTokenBudgetBurn", model_name="chat")
+    rows = by_id(run(close, page))
+    assert rows["restart"].pages == 1 and rows["restart"].ok
+    # The same page with the outage gone: the rollout alone held it, and fails.
+    alone = parse_scenario({**schedule, "incidents": schedule["incidents"][1:]}, "test")
+    result = run(alone, page)
+    assert not by_id(result)["restart"].ok and result.healthy_pages == 1
 
 
 def test_the_model_comes_from_model_name_namespace_or_instance(scenario):
@@ -229,7 +257,9 @@ def test_a_post_to_chat_never_opens_or_closes_a_page(scenario):
     assert (outage.pages, outage.page_updates, outage.tickets) == (1, 1, 1)
 
 
-def test_an_incident_whose_posts_only_update_an_open_page_woke_nobody(scenario):
+def test_an_incident_whose_posts_only_update_an_open_page_is_counted_not_failed(scenario):
+    """Its alerts reach a PagerDuty incident already open on its model: nobody is woken again,
+    the person awake sees them; judged on when they came."""
     group = "{}:{model_name=chat}"
     result = run(
         scenario,
@@ -239,4 +269,44 @@ def test_an_incident_whose_posts_only_update_an_open_page_woke_nobody(scenario):
     )
     outage = by_id(result)["outage"]
     assert (outage.verdict, outage.pages, outage.page_updates) == ("updated an open page", 0, 1)
-    assert not outage.ok and len(result.stray_pages) == 1
+    assert outage.time_to_page == 40 and outage.ok and len(result.stray_pages) == 1
+    late = by_id(run(scenario, *result_notes(group), budgets={"engine_death": 30}))["outage"]
+    assert late.verdict == "updated an open page" and not late.ok
+
+
+def result_notes(group):
+    return (
+        note(300, "critical-pagerduty", "VllmAvailabilityBudgetBurn", group=group, model_name="chat"),
+        note(640, "critical-pagerduty", "VllmModelCapacityLow", 620, group=group, model_name="chat"),
+    )
+
+
+def test_a_page_names_the_alerts_and_burn_tiers_that_opened_it_and_an_upgraded_models_new_name(scenario):
+    schedule = {**SCHEDULE, "incidents": [dict(i) for i in SCHEDULE["incidents"]]}
+    schedule["incidents"][2] = {
+        "id": "restart",
+        "kind": "model_upgrade",
+        "at": "30m",
+        "duration": "10m",
+        "per_replica": "1m",
+        "to": "code-v2",
+        "target": {"model": "code"},
+        "expect": "none",
+    }
+    upgraded = parse_scenario(schedule, "test")
+    burn = Notification(
+        at=700,
+        started=700,
+        receiver="critical-pagerduty",
+        status="firing",
+        alerts=(
+            {"alertname": "VllmAvailabilityBudgetBurn", "long": "1h", "short": "5m", "model_name": "chat"},
+            {"alertname": "VllmModelCapacityLow", "model_name": "chat"},
+        ),
+        group="g",
+        resolved=({"alertname": "VllmModelCapacityLow", "model_name": "chat"},),
+    )
+    renamed = note(1900, "warning-slack", "VllmTargetDown", model_name="code-v2")
+    rows = by_id(run(upgraded, burn, renamed))
+    assert rows["outage"].paged_by == {"VllmAvailabilityBudgetBurn 1h/5m"}
+    assert rows["restart"].tickets == 1 and not rows["restart"].ok
