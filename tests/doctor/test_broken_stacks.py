@@ -97,7 +97,7 @@ def test_a_bundle_for_another_release_names_each_renamed_series(tmp_path):
     release = next(c for c in run.checks(family="names") if c["subject"] == "vLLM release")
     assert (
         release["status"] == "warn"
-        and "0.32.0 to 0.33.0" in release["message"]
+        and "0.32.0 to 0.34.0" in release["message"]
         and "0.9.1" in release["message"]
     )
     # The empty panels are traced to the renames.
@@ -304,7 +304,7 @@ def test_json_report_shape(tmp_path):
     }
     # Bounded: a few dozen queries, whatever the size of the bundle's dashboards.
     assert 20 < data["requests"]["prometheus"] < 600 and 0 < data["requests"]["alertmanager"] < 10
-    assert data["bundle_source"] == "vLLM 0.32.0 to 0.33.0 (v1 engine)"
+    assert data["bundle_source"] == "vLLM 0.32.0 to 0.34.0 (v1 engine)"
     assert set(data["timings_seconds"]) == {
         "targets",
         "names",
