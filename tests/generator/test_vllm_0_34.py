@@ -71,6 +71,22 @@ def test_a_0_34_server_is_told_by_its_render_histogram_and_still_recognised_idle
     assert releases(idle(text)) == ["0.32.0", "0.33.0", "0.34.0"]
 
 
+def test_the_render_panel_is_drawn_where_the_series_exists_and_no_rule_reads_it(tmp_path):
+    served = generate(tmp_path / "served", "--metrics-file", str(REFERENCE))
+    idle_file = tmp_path / "idle.prom"
+    idle_file.write_text(idle(REFERENCE.read_text()))
+    before = generate(tmp_path / "idle", "--metrics-file", str(idle_file))
+    catalog = generate(tmp_path / "catalog", "--vllm-version", "0.34.0")
+    for bundle in (served, catalog):
+        (panel,) = render_panels(bundle)
+        exprs = [t["expr"] for t in panel["targets"]]
+        assert all(f"{RENDER}_bucket" in e and "request_type" in e and "engine=" not in e for e in exprs)
+    assert render_panels(before) == []
+    # A series the first request registers: no alert or recording waits for it.
+    for bundle in (served, catalog):
+        assert not [k for k, expr in rule_exprs(bundle).items() if RENDER in expr]
+
+
 def test_the_default_bundle_is_the_0_34_catalog_bundle(tmp_path):
     default = generate(tmp_path / "default")
     pinned = generate(tmp_path / "pinned", "--vllm-version", "0.34.0")
