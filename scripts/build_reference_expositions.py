@@ -10,7 +10,12 @@ appears as HELP/TYPE without samples, as it does on a real server.
 
     python scripts/build_reference_expositions.py --csv PATH/vllm-metrics-by-version.csv
 
-writes tests/fixtures/metrics/reference/vllm-<release>-<engine>.prom.
+writes tests/fixtures/metrics/reference/vllm-<release>-<engine>.prom. A release newer than
+the table is read from its own source distribution instead (`pip download --no-deps
+--no-binary :all: vllm==X`, extracted): the metric constructors of the files below, the
+`if` each sits under, and the bucket families of its vllm/v1/metrics/buckets.py:
+
+    python scripts/build_reference_expositions.py --source PATH/vllm-0.34.0
 """
 
 from __future__ import annotations
@@ -22,6 +27,22 @@ import re
 from pathlib import Path
 
 RELEASES = [("0.9.0", "V0"), ("0.10.0", "V1"), ("0.11.0", "V1"), ("0.13.0", "V1"), ("0.20.0", "V1")]
+# Where a V1 release defines the series a default server shows (the table's files, and from
+# 0.34 the API server's renderer, whose histogram appears with the first request).
+SOURCE_FILES = (
+    "vllm/v1/metrics/loggers.py",
+    "vllm/v1/spec_decode/metrics.py",
+    "vllm/v1/metrics/perf.py",
+    "vllm/renderers/metrics.py",
+)
+CONSTRUCTORS = {
+    "_gauge_cls": "gauge",
+    "_counter_cls": "counter",
+    "_histogram_cls": "histogram",
+    "Gauge": "gauge",
+    "Counter": "counter",
+    "Histogram": "histogram",
+}
 OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "metrics" / "reference"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 MAX_MODEL_LEN = 4096
@@ -56,12 +77,12 @@ def one_two_five(limit: int) -> list[int]:
         exponent += 1
 
 
-def buckets(expr: str) -> list[float]:
+def buckets(expr: str, families: dict[str, list[float]] = FAMILIES) -> list[float]:
     expr = expr.strip()
     match = re.match(r"histogram_buckets\('(\w+)'", expr)
     if match:
         family = match.group(1)
-        return one_two_five(MAX_MODEL_LEN) if family == "request_tokens" else FAMILIES[family]
+        return one_two_five(MAX_MODEL_LEN) if family == "request_tokens" else families[family]
     if expr.startswith("build_1_2_5_buckets"):
         return one_two_five(MAX_MODEL_LEN)
     if "capture_sizes" in expr or "cudagraph" in expr:
@@ -88,7 +109,7 @@ def fmt(value: float) -> str:
     return floatToGoString(value)
 
 
-def render(rows: list[dict], version: str, engine: str) -> str:
+def render(rows: list[dict], version: str, engine: str, families: dict[str, list[float]] = FAMILIES) -> str:
     lines = [
         f"# Built by scripts/build_reference_expositions.py for vLLM {version}, {engine} engine, from the",
         "# release's metric definitions (names, types, labels, buckets); values are illustrative.",
@@ -132,6 +153,8 @@ def render(rows: list[dict], version: str, engine: str) -> str:
             label_sets = [
                 {**_base(names), "sleep_state": s} for s in ("awake", "weights_offloaded", "discard_all")
             ]
+        elif "request_type" in names:
+            label_sets = [{**_base(names), "request_type": r} for r in ("chat", "completion")]
         elif "source" in names:
             label_sets = [
                 {**_base(names), "source": s}
@@ -142,7 +165,7 @@ def render(rows: list[dict], version: str, engine: str) -> str:
         for labels in label_sets:
             if kind == "histogram":
                 total = 0
-                for bound in buckets(row["buckets"]):
+                for bound in buckets(row["buckets"], families):
                     total = 7 if bound >= 1 else 2
                     lines.append(_sample(f"{family}_bucket", {**labels, "le": fmt(bound)}, total))
                 lines.append(_sample(f"{family}_bucket", {**labels, "le": "+Inf"}, 7))
@@ -181,12 +204,105 @@ def _sample(name: str, labels: dict[str, str], value: float) -> str:
     return f"{name}{{{inner}}} {float(value)}" if inner else f"{name} {float(value)}"
 
 
+def source_rows(root: Path) -> tuple[str, list[dict], dict[str, list[float]]]:
+    """The release, its rows as the table would hold them, and its bucket families, read from
+    an extracted source distribution."""
+    version = re.search(r"^Version: (\S+)$", (root / "PKG-INFO").read_text(), re.M).group(1)
+    rows = []
+    for relative in SOURCE_FILES:
+        path = root / relative
+        if path.exists():
+            rows += _definitions(ast.parse(path.read_text()), version, relative)
+    families = {}
+    for node in ast.parse((root / "vllm/v1/metrics/buckets.py").read_text()).body:
+        if isinstance(node, ast.AnnAssign) and node.target.id.endswith("_BUCKETS") and node.value:
+            families[node.target.id.removesuffix("_BUCKETS").lower()] = list(ast.literal_eval(node.value))
+    return version, rows, families
+
+
+def _definitions(tree: ast.Module, version: str, relative: str) -> list[dict]:
+    """One row per metric constructor called with a vllm: name (directly or through a local)."""
+    rows = []
+
+    def visit(node: ast.AST, conditions: tuple[str, ...], scope: dict[str, ast.expr]) -> None:
+        if isinstance(node, ast.FunctionDef):
+            scope = {}
+            for inner in ast.walk(node):  # a function's locals, by their (last) assignment
+                if isinstance(inner, ast.Assign) and len(inner.targets) == 1:
+                    target = inner.targets[0]
+                    if isinstance(target, ast.Name):
+                        scope[target.id] = inner.value
+            conditions = ()
+        if isinstance(node, ast.Call):
+            row = _row(node, conditions, scope, version, relative)
+            if row:
+                rows.append(row)
+        if isinstance(node, ast.If):
+            visit(node.test, conditions, scope)
+            for child in node.body:
+                visit(child, (*conditions, ast.unparse(node.test)), scope)
+            for child in node.orelse:
+                visit(child, (*conditions, f"not ({ast.unparse(node.test)})"), scope)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, conditions, scope)
+
+    visit(tree, (), {})
+    return rows
+
+
+def _row(
+    call: ast.Call, conditions: tuple[str, ...], scope: dict, version: str, relative: str
+) -> dict | None:
+    func = call.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    kind = CONSTRUCTORS.get(called)
+    keywords = {k.arg: k.value for k in call.keywords}
+    name = keywords.get("name")
+    if isinstance(name, ast.Name):  # name = "vllm:cache_config_info", then name=name
+        name = scope.get(name.id)
+    if kind is None or not isinstance(name, ast.Constant) or not str(name.value).startswith("vllm:"):
+        return None
+    defined = name.value
+    if kind == "counter":
+        exposed = defined if defined.endswith("_total") else defined + "_total"
+    elif kind == "histogram":
+        exposed = " ".join(f"{defined}_{s}" for s in ("bucket", "sum", "count"))
+    else:
+        exposed = defined
+    labels, bounds = keywords.get("labelnames"), keywords.get("buckets")
+    # Locals stand for their value (pos_labelnames, ttft_buckets); the parameter `labelnames` stays.
+    labels = scope.get(labels.id, labels) if isinstance(labels, ast.Name) else labels
+    bounds = scope.get(bounds.id, bounds) if isinstance(bounds, ast.Name) else bounds
+    return {
+        "version": version,
+        "engine": "V1",
+        "defined_name": defined,
+        "type": kind,
+        "exposed_samples": exposed,
+        "labels": ast.unparse(labels) if labels is not None else "",
+        "buckets": ast.unparse(bounds) if bounds is not None else "",
+        "condition": " and ".join(conditions),
+        "file": relative,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--csv", required=True, type=Path)
+    parser.add_argument("--csv", type=Path, help="the per-release table of metric definitions")
+    parser.add_argument("--source", type=Path, action="append", default=[], help="an extracted sdist")
     args = parser.parse_args()
-    rows = list(csv.DictReader(args.csv.open()))
+    if not args.csv and not args.source:
+        parser.error("give --csv, --source or both")
     OUT.mkdir(parents=True, exist_ok=True)
+    for root in args.source:
+        version, chosen, families = source_rows(root)
+        path = OUT / f"vllm-{version}-v1.prom"
+        path.write_text(render(chosen, version, "V1", families))
+        print(f"wrote {path} ({len(chosen)} series)")
+    if not args.csv:
+        return
+    rows = list(csv.DictReader(args.csv.open()))
     for version, engine in RELEASES:
         chosen = [r for r in rows if r["version"] == version and r["engine"] == engine]
         chosen = [r for r in chosen if "show_hidden" not in r["condition"]]

@@ -9,6 +9,8 @@ the server's lifecycle as the log shows it:
     unknown --startup begins--> starting --startup_complete--> serving
     starting --startup_failed / engine_dead / oom--> failed      (counts startup_failed)
     serving | unknown --engine_dead--> dead                      (counts engine_dead)
+    serving | unknown --fault held by fault tolerance--> faulted (counts engine_faulted)
+    faulted --recovered--> serving;  faulted --engine_dead--> dead
     any --shutdown marker--> stopping                            (counts shutdown once)
     any --startup begins--> starting                             (a new server process)
 
@@ -31,6 +33,13 @@ Rules:
 * dead / failed expire after `hold` seconds of log time without a related line, stopping
   after `stop_hold`, so a log without startup markers cannot silence the exporter forever.
 * request_error and preemption count every occurrence.
+* faulted (fault tolerance on, vLLM 0.33+): the engine's loop raised and waits for recovery;
+  the server stays up and refuses requests (0.34 logs each: request_refused, and its 503
+  access line is not also a request_error). The fault's traceback and the engine exceptions
+  around it are the fault, not a death; a death line (no recovery in time) is. With fault
+  tolerance on (the arguments say so), an engine exception while serving waits for the line
+  that tells which. faulted expires after `hold` like dead: recovery takes at most vLLM's
+  engine_recovery_timeout_sec (120 s by default) before the engine dies.
 
 Times: the line's own timestamp when it has one, else the last one seen (raw traceback
 lines carry none). Only the lines the scanner selects are seen here, so log time advances
@@ -50,6 +59,7 @@ from .counts import MAX_ENGINES, Counts
 from .lifecycle import Lifecycle
 from .patterns import (
     ENGINE_DEAD,
+    ENGINE_FAULTED,
     ENGINE_INIT_FAILED,
     GENERIC_REASONS,
     GPU_FAULT,
@@ -58,6 +68,7 @@ from .patterns import (
     OUT_OF_MEMORY,
     PREEMPTION,
     REQUEST_ERROR,
+    REQUEST_REFUSED,
     SHUTDOWN,
     STARTUP_BEGIN,
     STARTUP_COMPLETE,
@@ -65,15 +76,18 @@ from .patterns import (
     Pattern,
 )
 
-UNKNOWN, STARTING, SERVING, STOPPING, DEAD, FAILED = (
+UNKNOWN, STARTING, SERVING, STOPPING, DEAD, FAILED, FAULTED = (
     "unknown",
     "starting",
     "serving",
     "stopping",
     "dead",
     "failed",
+    "faulted",
 )
-PHASES = (UNKNOWN, STARTING, SERVING, STOPPING, DEAD, FAILED)
+PHASES = (UNKNOWN, STARTING, SERVING, STOPPING, DEAD, FAILED, FAULTED)
+MAX_REFUSALS = 100_000
+"""Refusals logged whose 503 access line has not been read yet, at most (a bounded state)."""
 
 HEALTH_PATHS = frozenset({"/health", "/ping"})
 """Probe endpoints: a 5xx answer there is the probe doing its job, not a failed request."""
@@ -152,6 +166,8 @@ class EventMachine:
         self.exception = Wait()  # an engine exception not yet told apart
         self.last_log_time: float | None = None
         self.v0_preemption_total: int | None = None
+        self.fault_tolerant = False  # the arguments of the current start turn fault tolerance on
+        self.refusals = 0  # requests refused (logged) whose 503 access line is still to come
         self.lifecycle = Lifecycle(counts, clock, live=self.settings.live)
 
     # -- input -------------------------------------------------------------------------
@@ -168,7 +184,11 @@ class EventMachine:
         if kind == "stats":
             self._stats(match)
         elif kind == "http_access":
-            if match.group("path") not in HEALTH_PATHS:
+            if match.group("path") in HEALTH_PATHS:
+                pass
+            elif match.group("status") == "503" and self.refusals:
+                self.refusals -= 1  # a refusal already counted from its own line
+            else:
                 self._count(REQUEST_ERROR)
         elif kind == "request_error":
             self._count(REQUEST_ERROR)
@@ -179,6 +199,8 @@ class EventMachine:
             if self.lifecycle.start_marker(pattern.name, kind == "engine_begin", when, version):
                 self._count(STARTUP_BEGIN)
                 self._startup_begin(when)
+            if "fault_tolerance" in pattern.regex.groupindex:  # the arguments' line
+                self.fault_tolerant = match.group("fault_tolerance") is not None
         elif kind == "loading":
             self.lifecycle.loading()
         elif kind == "startup_duration":
@@ -201,10 +223,20 @@ class EventMachine:
         elif kind == "engine_exception":
             self._engine_exception(when)
         elif kind == "frame":
-            if pattern.context == "serving":
-                self._engine_dead(when)
-            else:
+            if pattern.context == "starting":
                 self._start_path(when)
+            elif self.phase != FAULTED:  # a held fault's traceback runs through the loop too
+                self._engine_dead(when)
+        elif kind == "engine_faulted":
+            self._faulted(when)
+        elif kind == "faulted_rejection":
+            self._count(REQUEST_REFUSED)
+            self.refusals = min(self.refusals + 1, MAX_REFUSALS)
+            self._faulted(when)
+        elif kind == "engine_recovered":
+            if self.phase == FAULTED:
+                self._set_phase(SERVING, when)
+                self.lifecycle.recovered()
         elif kind == "oom":
             self._oom(when, pattern.reason or OUT_OF_MEMORY)
         elif kind == "startup_failed":
@@ -245,6 +277,8 @@ class EventMachine:
         self.oom_open = False
         self.startup_complete_since = None
         self.v0_preemption_total = None  # a new scheduler counts from zero
+        self.fault_tolerant = False  # until this start's arguments say otherwise
+        self.refusals = 0
 
     def _startup_complete(self, when: float | None) -> None:
         self.settle()
@@ -262,8 +296,11 @@ class EventMachine:
     def _engine_exception(self, when: float | None) -> None:
         # "EngineCore hit an exception" comes before the traceback, which ends in the engine's
         # loop (a death) or in its constructor (a failed start). With the start out of view,
-        # wait for it: the next telling line, or settle(), decides.
-        if self.phase != UNKNOWN:
+        # wait for it: the next telling line, or settle(), decides. With fault tolerance on, a
+        # worker's exception while serving may be a fault the engine is held in: wait too.
+        if self.phase == FAULTED:
+            return  # fault tolerance is handling a fault: a death shows as its own line
+        if self.phase != UNKNOWN and not (self.phase == SERVING and self.fault_tolerant):
             self._engine_dead(when)
         elif not self.exception.open:
             self.exception.start(when, self.clock())
@@ -299,12 +336,23 @@ class EventMachine:
         else:
             self._count(ENGINE_DEAD)
             self._set_phase(DEAD, when)
+            self.refusals = 0
             self.lifecycle.dead()
             cause = reason or self._recent_cause(when)
             if cause is not None:
                 self.counts.engine_deaths[cause] += 1
             else:  # the cause is often printed after the death (the traceback ends in it)
                 self.death_cause.start(when, self.clock())
+
+    def _faulted(self, when: float | None) -> None:
+        """The engine faulted and fault tolerance holds it: up, refusing requests, not dead."""
+        if self.phase not in (SERVING, UNKNOWN, FAULTED):
+            return  # starting, stopping, dead or failed: that decides, not this
+        self.exception.close()  # the exception reported before it was this fault
+        if self.phase != FAULTED:
+            self._count(ENGINE_FAULTED)
+        self._set_phase(FAULTED, when)
+        self.lifecycle.faulted()
 
     def _recent_cause(self, when: float | None) -> str | None:
         """The cause of a death from the lines just before it (an OOM, a GPU fault)."""
@@ -408,9 +456,11 @@ class EventMachine:
         if self.phase_time is None:
             return
         idle = abs(now - self.phase_time)
-        if (self.phase in (DEAD, FAILED) and idle > self.settings.hold) or (
+        if (self.phase in (DEAD, FAILED, FAULTED) and idle > self.settings.hold) or (
             self.phase == STOPPING and idle > self.settings.stop_hold
         ):
+            if self.phase == FAULTED:
+                self.lifecycle.fault_forgotten()
             self._set_phase(UNKNOWN, None)
 
     # -- persistence -------------------------------------------------------------------
@@ -429,6 +479,8 @@ class EventMachine:
             **self.exception.to_json("exception"),
             "last_log_time": self.last_log_time,
             "v0_preemption_total": self.v0_preemption_total,
+            "fault_tolerant": self.fault_tolerant,
+            "refusals": self.refusals,
             "lifecycle": self.lifecycle.to_json(),
         }
 
@@ -448,6 +500,8 @@ class EventMachine:
         self.last_log_time = _optional_float(data.get("last_log_time"))
         total = data.get("v0_preemption_total")
         self.v0_preemption_total = int(total) if total is not None else None
+        self.fault_tolerant = bool(data.get("fault_tolerant", False))
+        self.refusals = min(max(int(data.get("refusals", 0)), 0), MAX_REFUSALS)
         lifecycle = data.get("lifecycle")
         self.lifecycle.restore(lifecycle if isinstance(lifecycle, dict) else {})
 

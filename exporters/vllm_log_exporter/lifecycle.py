@@ -4,7 +4,9 @@ restart loop, a planned stop from a death:
     unknown --start marker--> starting --loading line--> loading --ready--> ready
     ready | starting | loading --shutdown marker--> stopping --shutdown complete--> stopped
     starting | loading --startup failure--> failed_start
-    ready --engine death--> dead
+    ready | faulted --engine death--> dead
+    ready --engine fault held by fault tolerance--> faulted --recovered--> ready
+    faulted --shutdown marker--> stopping
     any but starting/loading --start marker--> starting        (a new startup)
 
 Start markers (`startup_begin` and `engine_begin` patterns) are counted once per startup,
@@ -13,9 +15,9 @@ engine core its `Initializing a V1 LLM engine`. Within a startup a second engine
 another engine core; a server marker seen twice, or one after loading began, is a new
 server process (a restart whose failure the log did not show).
 
-Startup failures and engine deaths are the event rules' decisions (events.py): this module
-is told when they count, so a death during a planned shutdown, which the rules ignore, never
-makes the state `dead`.
+Startup failures, engine deaths and faults are the event rules' decisions (events.py): this
+module is told when they count, so a death during a planned shutdown, which the rules ignore,
+never makes the state `dead`.
 
 Durations of a completed startup (`Application startup complete.`): the weights phase
 (`Loading weights took`; `Model loading took` when a startup prints no weights line), the
@@ -37,6 +39,7 @@ from .lifecycle_labels import (
     DEAD,
     ENGINE_INIT,
     FAILED_START,
+    FAULTED,
     LOADING,
     READY,
     STARTING,
@@ -50,7 +53,7 @@ from .lifecycle_labels import (
 )
 
 _IN_STARTUP = (STARTING, LOADING)
-_STOPPABLE = (UNKNOWN, STARTING, LOADING, READY)
+_STOPPABLE = (UNKNOWN, STARTING, LOADING, READY, FAULTED)
 _MAX_MARKERS = 32
 
 
@@ -119,6 +122,21 @@ class Lifecycle:
         """The event rules counted an engine death."""
         self._enter(DEAD)
 
+    def faulted(self) -> None:
+        """The engine faulted and fault tolerance holds it: the server is up, refusing requests."""
+        if self.counts.server_state in (UNKNOWN, READY):
+            self._enter(FAULTED)
+
+    def recovered(self) -> None:
+        """Fault tolerance brought the engine back."""
+        if self.counts.server_state == FAULTED:
+            self._enter(READY)
+
+    def fault_forgotten(self) -> None:
+        """No line about the fault for the event rules' hold: what followed is unknown."""
+        if self.counts.server_state == FAULTED:
+            self._enter(UNKNOWN)
+
     # -- internals ---------------------------------------------------------------------
 
     def _enter(self, state: str, again: bool = False) -> None:
@@ -186,6 +204,7 @@ class Lifecycle:
             "stopping": STOPPING,
             "dead": DEAD,
             "failed": FAILED_START,
+            "faulted": FAULTED,
         }.get(phase, UNKNOWN)
         self.counts.server_state = state
         self.counts.server_state_since = self.clock() if state != UNKNOWN else 0.0

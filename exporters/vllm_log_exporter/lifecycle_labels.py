@@ -15,10 +15,11 @@ from .contract import closed_values
 
 UNKNOWN, STARTING, LOADING, READY = "unknown", "starting", "loading", "ready"
 STOPPING, STOPPED, FAILED_START, DEAD = "stopping", "stopped", "failed_start", "dead"
+FAULTED = "faulted"
 STATES = closed_values(
     "state",
     "vllm_log_server_state",
-    named=(UNKNOWN, STARTING, LOADING, READY, STOPPING, STOPPED, FAILED_START, DEAD),
+    named=(UNKNOWN, STARTING, LOADING, READY, STOPPING, STOPPED, FAILED_START, DEAD, FAULTED),
 )
 """Values of the `state` label of vllm_log_server_state, in exposition order."""
 

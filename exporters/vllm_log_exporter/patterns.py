@@ -26,6 +26,7 @@ from .records import ACCESS_LINE, is_matchable, parse_line
 OOM, ENGINE_DEAD, STARTUP_FAILED, PREEMPTION = "oom", "engine_dead", "startup_failed", "preemption"
 REQUEST_ERROR, STARTUP_COMPLETE, SHUTDOWN = "request_error", "startup_complete", "shutdown"
 STARTUP_BEGIN = "startup_begin"
+ENGINE_FAULTED, REQUEST_REFUSED = "engine_faulted", "request_refused"
 OUT_OF_MEMORY, ENGINE_INIT_FAILED, OTHER = "out_of_memory", "engine_init_failed", "other"
 GPU_FAULT = "gpu_fault"
 
@@ -42,6 +43,8 @@ EVENTS = closed_values(
         STARTUP_COMPLETE,
         SHUTDOWN,
         STARTUP_BEGIN,
+        ENGINE_FAULTED,
+        REQUEST_REFUSED,
     ),
 )
 """Values of the `event` label (the exporters' contract), in exposition order. All are
@@ -81,6 +84,10 @@ KINDS = frozenset(
         "http_access",
         "preemption_total",
         "stats",
+        "engine_faulted",
+        "engine_recovered",
+        "faulted_rejection",
+        "survived",
     }
 )
 
@@ -93,6 +100,8 @@ _REQUIRED_GROUPS = {
 }
 # Kinds whose regex may define a `version` group (the vLLM version the line announces).
 _VERSION_KINDS = frozenset({"startup_begin", "engine_begin"})
+# Kinds whose regex may define a `fault_tolerance` group (the arguments turn it on).
+_FAULT_TOLERANCE_KINDS = frozenset({"startup_begin"})
 
 FRAME_CONTEXTS = ("serving", "starting")
 """What a traceback frame tells (its `context` field): `serving`, the engine's loop raised
@@ -252,6 +261,8 @@ def _parse_entries(entries: Sequence[object], origin: str) -> Iterator[Pattern]:
             raise PatternError(
                 f"{where}: only {' and '.join(sorted(_VERSION_KINDS))} lines may have a 'version' group"
             )
+        if "fault_tolerance" in regex.groupindex and kind not in _FAULT_TOLERANCE_KINDS:
+            raise PatternError(f"{where}: only startup_begin lines may have a 'fault_tolerance' group")
         phase = entry.get("phase")
         if (kind == "startup_duration") != (phase is not None):
             raise PatternError(f"{where}: a 'phase' is needed by startup_duration entries and only by them")

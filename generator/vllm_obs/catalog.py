@@ -40,7 +40,7 @@ class Variant:
     labels: tuple[str, ...]
     label_values: dict[str, tuple[str, ...]]
     buckets: str | None
-    when: str  # always | hidden | never | feature:<name>
+    when: str  # always | first_request | hidden | never | feature:<name>
 
     def covers(self, release: Release) -> bool:
         return self.first <= release <= self.last
@@ -137,8 +137,10 @@ class Catalog:
         include_hidden: bool = False,
         features: Iterable[str] = (),
         include_conditional: bool = False,
+        before_first_request: bool = False,
     ) -> dict[str, FamilySpec]:
-        """Every series release/engine exposes with default flags (plus the features named)."""
+        """Every series release/engine exposes with default flags (plus the features named) once
+        it served a request; before_first_request leaves out those registered by the first one."""
         enabled = {f"feature:{name}" for name in features}
         out: dict[str, FamilySpec] = {}
         for metric in self.metrics.values():
@@ -147,6 +149,7 @@ class Catalog:
                     continue
                 shown = (
                     variant.when == "always"
+                    or (variant.when == "first_request" and not before_first_request)
                     or (variant.when == "hidden" and include_hidden)
                     or variant.when in enabled
                     or (include_conditional and variant.when != "never")
@@ -226,7 +229,7 @@ def _build(data: dict[str, Any]) -> Catalog:
             ):
                 raise fail(where, "histograms, and only histograms, name a known bucket set")
             when = v.get("when", "always")
-            if when not in ("always", "hidden", "never") and not when.startswith("feature:"):
+            if when not in ("always", "first_request", "hidden", "never") and not when.startswith("feature:"):
                 raise fail(where, f"unknown condition {when!r}")
             variants.append(
                 Variant(

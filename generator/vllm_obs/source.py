@@ -293,7 +293,8 @@ def guess_engine(families: dict[str, Family], catalog: Catalog) -> EngineGuess:
             possible = catalog.families(
                 release.version, engine, include_conditional=True, include_hidden=True
             )
-            always = catalog.families(release.version, engine)
+            # A series the first request registers tells nothing when absent: an idle server.
+            always = catalog.families(release.version, engine, before_first_request=True)
             known = {n for n in observed if n in catalog.metrics and catalog.metrics[n].variants}
             unexplained = len(known - possible.keys())
             missing = len(always.keys() - observed)

@@ -48,6 +48,15 @@ def test_the_stack_has_every_component():
     assert COMPOSE["services"]["dcgm-exporter"]["profiles"] == ["gpu"]
 
 
+def test_a_server_that_exits_0_after_its_engine_died_is_restarted():
+    """vLLM exits with status 0 after an engine death (vLLM issue #48966): only a policy that
+    restarts whatever the exit status brings it back (docs/operations.md, Restarts)."""
+    policies = {name: service.get("restart") for name, service in COMPOSE["services"].items()}
+    assert set(policies.values()) == {"unless-stopped"}, policies
+    (deployment,) = [d for d in k8s_documents("vllm.yaml") if d.get("kind") == "Deployment"]
+    assert deployment["spec"]["template"]["spec"].get("restartPolicy", "Always") == "Always"
+
+
 def test_every_bind_mount_exists_in_the_checkout():
     made_by_make_secrets = f"./secrets/{ALERTMANAGER_DIR}"
     for name in COMPOSE["services"]:

@@ -3,8 +3,8 @@ log exporter reading real logs, and probe budgets read from Kubernetes manifests
 
 The vLLM target is the stand-in of test_broken_stacks (a saved real 0.32 exposition); the
 log exporter follows a fixture log: `constructed-v0.20-upgrade-to-v0.26.log` (two starts,
-81 s and 45 s, the second announcing vLLM 0.26.0, then a planned stop beginning) or the
-real capture of a failed start.
+81 s and 45 s, the second announcing vLLM 0.26.0, then a planned stop beginning), the real
+capture of a failed start, or a 0.34 log whose engine fault tolerance holds.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from tests.support.doctor_stack import FIXTURES, stand_in_stack
 REPO = Path(__file__).parent.parent.parent
 UPGRADE_LOG = FIXTURES / "logs" / "constructed-v0.20-upgrade-to-v0.26.log"
 FAILED_START_LOG = FIXTURES / "logs" / "vllm-0.32.0-cpu-startup-failed.log"
+FAULTED_LOG = FIXTURES / "logs" / "constructed-v0.34-fault-tolerance.log"
 
 
 def deployment(path: Path, container: dict) -> Path:
@@ -110,4 +111,19 @@ def test_a_server_that_failed_to_start(tmp_path):
     assert failed["subject"] == "servers failed_start" and failed["items"] == [stack.vllm]
     start = next(c for c in run.checks(family="lifecycle") if c["subject"] == "start-up time")
     assert "no completed start-up" in start["message"]
+    assert run.code == 1
+
+
+def test_a_server_whose_engine_fault_tolerance_holds(tmp_path):
+    """The 0.34 fault-tolerance log cut after its first refused request: the server is up, its
+    engine faulted (the log exporter's state `faulted`), which the doctor names as a failure."""
+    lines = FAULTED_LOG.read_bytes().splitlines(keepends=True)
+    end = next(i for i, line in enumerate(lines) if b" - rejecting request " in line) + 1
+    log = tmp_path / "faulted.log"
+    log.write_bytes(b"".join(lines[:end]))
+    with stand_in_stack(tmp_path, log=log) as stack:
+        run = stack.doctor()
+    (faulted,) = [c for c in run.checks("fail", "lifecycle")]
+    assert faulted["subject"] == "servers faulted" and faulted["items"] == [stack.vllm]
+    assert "fault tolerance" in faulted["message"] and "/v1/fault_tolerance/status" in faulted["action"]
     assert run.code == 1

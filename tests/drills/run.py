@@ -557,6 +557,11 @@ class Drill:
             until(self.notified("VllmModelCapacityLow", PAGER, part.trigger, cause="dead"), 30)
             status = a.server.wait_exit(timeout=120)
             part.event(f"API server exited with status {status}")
+            part.check(
+                "the server exits with status 0 after its engine's death (vLLM #48966), and is paged all the same",
+                status == 0,
+                f"exit status {status}",
+            )
             i = a.instance
             until(
                 lambda: self.stack.query(

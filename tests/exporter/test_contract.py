@@ -85,6 +85,16 @@ def death_logs(directory: Path) -> list[Path]:
     return logs
 
 
+def faulted_log(directory: Path) -> Path:
+    """The 0.34 fault-tolerance log cut after its first refused request: a server whose engine
+    fault tolerance holds (the state only a log that ends there shows)."""
+    lines = (LOGS / "constructed-v0.34-fault-tolerance.log").read_bytes().splitlines(keepends=True)
+    end = next(i for i, line in enumerate(lines) if b" - rejecting request " in line) + 1
+    log = directory / "engine-faulted.log"
+    log.write_bytes(b"".join(lines[:end]))
+    return log
+
+
 def once_scrapes(logs: list[Path]) -> list[Scrape]:
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(lambda log: parse(f"--once {log.name}", run_once(log)), logs))
@@ -122,7 +132,7 @@ def live_scrapes(directory: Path) -> list[Scrape]:
 
 
 def test_the_log_exporter_serves_what_the_contract_declares_and_all_of_it(tmp_path: Path) -> None:
-    logs = [*sorted(LOGS.glob("*.log")), *reason_logs(tmp_path), *death_logs(tmp_path)]
+    logs = [*sorted(LOGS.glob("*.log")), *reason_logs(tmp_path), *death_logs(tmp_path), faulted_log(tmp_path)]
     scrapes = [*once_scrapes(logs), *live_scrapes(tmp_path)]
     assert undeclared(CONTRACT, scrapes) == {}
     assert unseen(CONTRACT, scrapes) == set(UNREACHABLE)

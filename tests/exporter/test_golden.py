@@ -72,6 +72,25 @@ EXPECTED_EVENTS = {
         startup_begin=3, startup_failed=2, startup_complete=1, shutdown=1
     ),
     "constructed-v0.20-upgrade-to-v0.26.log": dict(startup_begin=2, startup_complete=2, shutdown=2),
+    # 0.34 with fault tolerance: a worker's exception and the fault's traceback through the
+    # engine's loop are a fault it holds, not a death; each request refused meanwhile counts, its
+    # 503 is not also a request error; EPLB's thread going on counts nothing. The second fault,
+    # not recovered in time, is the death (its cause the illegal memory access); the server stops.
+    "constructed-v0.34-fault-tolerance.log": dict(
+        startup_begin=1,
+        startup_complete=1,
+        engine_faulted=2,
+        request_refused=5,
+        engine_dead=1,
+        request_error=1,
+        shutdown=1,
+    ),
+    # 0.34: a gRPC server ready and drained on SIGTERM (the stuck worker is part of that stop);
+    # a weight-cache daemon's exit is not the server's; a worker that does not exit after a failed
+    # wake-up is the engine's death. No start prints `Starting to load model`.
+    "constructed-v0.34-stops.log": dict(
+        startup_begin=2, startup_complete=2, shutdown=2, engine_dead=1, request_error=1
+    ),
 }
 EXPECTED_REASONS = {
     "vllm-0.32.0-cpu-startup-failed.log": {"kv_cache_too_small": 1},
@@ -90,6 +109,8 @@ EXPECTED_DEATHS = {
     "constructed-v0.4-async-engine-dead.log": {"gpu_fault": 1},  # an illegal memory access
     "constructed-v0.6-mq-engine-dead.log": {"other": 1},
     "constructed-v0.11-ansi-prefix-runtime-oom.log": {"out_of_memory": 1},
+    "constructed-v0.34-fault-tolerance.log": {"gpu_fault": 1},
+    "constructed-v0.34-stops.log": {"other": 1},
 }
 
 

@@ -50,6 +50,11 @@ STATE_SEQUENCES = {
     # JSON: the first server stops (uvicorn's `Shutting down` after `[shutdown]`), the
     # second cannot allocate its KV cache.
     "constructed-v0.32-json-logging.log": "unknown starting ready stopping starting failed_start",
+    # 0.34 starts print no `Starting to load model`: `Loading model from scratch...` begins
+    # loading. A fault the fault tolerance holds, recovered; another that is not: dead.
+    "constructed-v0.34-fault-tolerance.log": "unknown starting loading ready faulted ready faulted dead",
+    # The gRPC server's readiness and its drain; then a server whose engine dies.
+    "constructed-v0.34-stops.log": "unknown starting loading ready stopping starting loading ready dead",
 }
 
 # The figures of the most recent completed startup (log times: 1 s resolution in text
@@ -70,6 +75,8 @@ DURATIONS = {
     # Two tensor-parallel workers report their weights: the slower one counts. Then the
     # upgraded server's startup is the most recent.
     "constructed-v0.20-upgrade-to-v0.26.log": ({"weights": 9.87, "engine_init": 21.3, "total": 45.0}, 2),
+    # 0.34: the same figures without `Starting to load model`.
+    "constructed-v0.34-fault-tolerance.log": ({"weights": 31.27, "engine_init": 52.31, "total": 106.0}, 1),
 }
 
 

@@ -99,6 +99,8 @@ def test_label_sets_are_the_contract() -> None:
         "startup_complete",
         "shutdown",
         "startup_begin",
+        "engine_faulted",
+        "request_refused",
     )
     assert set(REASONS) >= {
         "kv_cache_too_small",

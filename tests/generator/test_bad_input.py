@@ -223,7 +223,7 @@ def test_missing_metrics_file(capsys, existing_bundle, tmp_path):
     )
 
 
-@pytest.mark.parametrize("version", ["0.5.5", "0.34.0", "banana"])
+@pytest.mark.parametrize("version", ["0.5.5", "0.35.0", "banana"])
 def test_unknown_vllm_version(capsys, existing_bundle, version):
     line = run_failing(capsys, existing_bundle, "--vllm-version", version)
     assert version in line

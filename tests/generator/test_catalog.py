@@ -18,9 +18,9 @@ def names(release: str, engine: str) -> set[str]:
     return set(CATALOG.families(tuple(int(p) for p in release.split(".")), engine))
 
 
-def test_covers_every_release_from_0_6_to_0_33_with_both_engines():
+def test_covers_every_release_from_0_6_to_0_34_with_both_engines():
     texts = [r.text for r in CATALOG.releases]
-    assert texts[0] == "0.6.0" and texts[-1] == "0.33.0"
+    assert texts[0] == "0.6.0" and texts[-1] == "0.34.0"
     assert {"0.9.0.1", "0.10.1.1", "0.15.0", "0.32.0"} <= set(texts)
     assert CATALOG.release("0.8.5")[0].engines == ("v1", "v0")  # V1 default, V0 fallback
     assert CATALOG.release("0.7.1")[0].engines == ("v0", "v1")  # V1 opt-in
@@ -118,7 +118,7 @@ def test_patch_release_not_listed_uses_its_minor_sibling():
     assert release.text == "0.20.0" and "0.20.2" in note
 
 
-@pytest.mark.parametrize("text", ["0.5.0", "1.0.0", "0.34.0", "latest", "0.x"])
+@pytest.mark.parametrize("text", ["0.5.0", "1.0.0", "0.35.0", "latest", "0.x"])
 def test_unknown_release_is_refused(text):
     with pytest.raises(BundleError):
         CATALOG.release(text)

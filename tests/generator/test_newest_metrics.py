@@ -17,6 +17,7 @@ from vllm_obs.releases import parse_release
 
 from tests.generator.test_rules import check_and_test
 from tests.support.bundles import ANOTHER_RELEASE, generate, rule_exprs
+from tests.support.rule_slices import promtool_each_file_on_its_slice
 
 METRICS = Path(__file__).parent.parent / "fixtures" / "metrics"
 TRAFFIC = METRICS / "vllm-0.32.0-cpu-traffic.prom"
@@ -95,3 +96,17 @@ def test_a_sleeping_engine_is_neither_hung_nor_stalled_where_the_source_shows_sl
         assert 'vllm:engine_sleep_state{job="vllm", sleep_state="awake"}) == 0' in expr, alert
         (before,) = [e for k, e in old.items() if k.endswith(f":{alert}")]
         assert "sleep_state" not in before, alert
+
+
+@pytest.mark.prometheus
+def test_waiting_with_nothing_running_an_empty_cache_and_no_token_is_a_stall(tmp_path) -> None:
+    """vllm-metal#479's signature (six requests waiting for capacity, none running, KV cache 0%,
+    no token) fires VllmEngineStalled in the default bundle's promtool case; its runbook names
+    that issue and vLLM's admission deadlock (#54348)."""
+    bundle = generate(tmp_path / "default")
+    tests = (bundle / "tests" / "rules" / "availability.test.yml").read_text()
+    assert "VllmEngineStalled fires when requests wait for capacity with none running" in tests
+    assert list(promtool_each_file_on_its_slice(bundle, only=("availability.test.yml",))) == []
+    runbook = (bundle / "alerts" / "runbooks.md").read_text()
+    stalled = runbook[runbook.index("## VllmEngineStalled") :]
+    assert "vllm-metal#479" in stalled.split("\n## ")[0] and "#54348" in stalled.split("\n## ")[0]

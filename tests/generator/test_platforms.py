@@ -55,7 +55,7 @@ def test_a_platform_bundle_is_complete_and_passes_its_promtool_tests(key, plain,
     title, fixture = PLATFORMS[key]
     bundle = generate(tmp_path / "bundle", "--metrics-file", str(fixture))
     manifest = (bundle / ".vllm-obs-manifest.json").read_text()
-    assert f"({title}, engine v1, looks like vLLM 0.32.0 to 0.33.0)" in manifest
+    assert f"({title}, engine v1, looks like vLLM 0.32.0 to 0.34.0)" in manifest
     expected = alerts(plain)
     if key.startswith("ray"):
         # Requests reach vLLM through Ray Serve's ingress: there is no http_requests_total.

@@ -166,7 +166,12 @@ def test_a_source_that_counts_no_failure_has_no_availability_page_without_a_cana
 
 @pytest.mark.parametrize(
     "fixture",
-    ["vllm-0.32.0-cpu-traffic.prom", "reference/vllm-0.9.0-v0.prom", "reference/vllm-0.20.0-v1.prom"],
+    [
+        "vllm-0.32.0-cpu-traffic.prom",
+        "reference/vllm-0.9.0-v0.prom",
+        "reference/vllm-0.20.0-v1.prom",
+        "reference/vllm-0.34.0-v1.prom",
+    ],
 )
 def test_bundles_from_expositions(fixture, tmp_path):
     check_and_test(

@@ -18,7 +18,7 @@ REAL_TRAFFIC = (FIXTURES / "vllm-0.32.0-cpu-traffic.prom").read_text()
 def test_real_server_is_recognised_as_v1_0_32():
     source = from_exposition(REAL_TRAFFIC, "real", CATALOG)
     assert source.engine == "v1"
-    assert "0.32.0 to 0.33.0" in source.summary
+    assert "0.32.0 to 0.34.0" in source.summary
 
 
 def test_created_series_and_python_runtime_series_are_not_families():

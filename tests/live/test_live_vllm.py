@@ -110,7 +110,7 @@ def test_generate_from_the_live_server_queries_only_what_it_exposes(vllm_with_tr
     exporter = exporter_series(tmp_path)
     assert unexposed(bundle, exposition_names(page), exporter) == {}
     manifest = (bundle / ".vllm-obs-manifest.json").read_text()
-    assert "engine v1, looks like vLLM 0.32.0 to 0.33.0" in manifest
+    assert "engine v1, looks like vLLM 0.32.0 to 0.34.0" in manifest
     check_and_test(bundle)
 
 

@@ -112,6 +112,26 @@ def _latency(res: Resolution, cfg: BundleConfig, f: Filters) -> tuple[Panel, ...
                 warn=a.queue_time_p95_warning_seconds,
             )
         )
+    if "request_render_time" in res.signals:
+        # The API server's renderer (vLLM 0.34+): no engine label, registered by the first request.
+        sig = res["request_render_time"]
+        group = f"{f.per_replica_model}, request_type"
+        out.append(
+            Panel(
+                title="Render time",
+                description=(
+                    "Time the API server spends turning a request into engine input (chat template, "
+                    "tokenization, multimodal preprocessing), p50 and p95 by request type, before the "
+                    "request reaches the engine. vLLM registers the series with the first request."
+                ),
+                unit="s",
+                queries=tuple(
+                    Query(f.quantile(sig, q, group), f"{name} {{{{request_type}}}} {LEGEND}")
+                    for q, name in ((0.5, "p50"), (0.95, "p95"))
+                ),
+                min=0,
+            )
+        )
     if "request_time_per_output_token" in res.signals:
         sig = res["request_time_per_output_token"]
         out.append(

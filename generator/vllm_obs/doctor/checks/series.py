@@ -134,6 +134,12 @@ def _explain(
                 f"is missing: vLLM exports it only with the {feature} feature on, which this server does not use",
                 "nothing is broken; what reads it stays empty until the feature is on",
             )
+        if condition == "first_request":
+            return (
+                WARN,
+                "is missing: vLLM registers it when the server handles its first request (no traffic yet)",
+                "nothing is broken; send a request, then what reads it fills in",
+            )
         if condition == "hidden":
             return (
                 WARN,

@@ -28,7 +28,18 @@ VERSION = "vllm_log_vllm_version_info"
 PROBE_MARGIN = 30  # seconds a startupProbe must leave beyond the slowest start
 SHOWN = 5
 # Every state but ready: a failure, or one a server passes through.
-BAD_STATES = ("dead", "failed_start")
+BAD_STATES = ("dead", "failed_start", "faulted")
+BAD_WHAT = {
+    "dead": ("whose engine died", "see the runbook of VllmEngineDead; the server's log says why"),
+    "failed_start": (
+        "that failed to start",
+        "see the runbook of VllmStartupFailed; the server's log says why",
+    ),
+    "faulted": (
+        "whose engine faulted and waits for fault tolerance, refusing requests",
+        "the server's log says why; /v1/fault_tolerance/status (vLLM 0.34) shows each engine's status",
+    ),
+}
 PASSING_STATES = ("starting", "loading", "stopping", "stopped", "unknown")
 assert set(BAD_STATES + PASSING_STATES + ("ready",)) == set(LOG[STATE].values("state"))
 
@@ -155,9 +166,8 @@ def _states(ctx: Context, answers: dict) -> None:
                 FAMILY,
                 FAIL,
                 f"servers {state}",
-                f"{len(names)} server(s) {'whose engine died' if state == 'dead' else 'that failed to start'}: "
-                + ", ".join(names[:SHOWN]),
-                "see the runbook of VllmEngineDead / VllmStartupFailed; the server's log says why",
+                f"{len(names)} server(s) {BAD_WHAT[state][0]}: " + ", ".join(names[:SHOWN]),
+                BAD_WHAT[state][1],
                 names,
             )
     for state in PASSING_STATES:

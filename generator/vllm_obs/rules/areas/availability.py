@@ -48,6 +48,12 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "From vLLM 0.20, `vllm:num_requests_waiting_by_reason`: a queue of `deferred` requests with "
                     "nothing running is the scheduler no longer admitting (vLLM issue #53130: it stops once running "
                     "and deferred requests reach `--max-num-seqs`), not a dead engine",
+                    "Requests waiting with none running, `{kv_series}` at 0 and no token for minutes is admission "
+                    "that stopped while the engine lives (`/health` 200): vllm-project/vllm-metal#479 (waiting 6, "
+                    'all `reason="capacity"`, running 0, KV cache 0% for an hour: the scheduler never re-admits '
+                    "after a stall), and vLLM pull request #54348 (open: an admission deadlock: with nothing "
+                    "running, a request at the head of the waiting queue in a blocked-waiting status, waiting for "
+                    "its grammar for one, keeps every request behind it from being admitted)",
                 ],
                 act=[
                     "Restart the server: it does not recover by itself. Save the log and a py-spy dump first.",
@@ -319,6 +325,22 @@ def _stalled(rules: list[Alert], io: Inputs) -> list[Case]:
         io.tokens(deferred, span)
         deferred.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, io.result(), 4)])
         extra.append(deferred)
+    # vllm-project/vllm-metal#479: six requests waiting for capacity, none running, an empty KV
+    # cache, no token, for an hour; /health answers 200 (the engine is alive, it admits nothing).
+    admitting = Case(
+        "VllmEngineStalled fires when requests wait for capacity with none running, an empty KV cache "
+        "and no token (admission stopped, vllm-metal#479)"
+    )
+    io.gauge(admitting, waiting, 6, span)
+    io.gauge(admitting, running, 0, span)
+    if io.res.has("requests_waiting_by_reason"):
+        io.gauge(admitting, io.res["requests_waiting_by_reason"], 6, span, reason="capacity")
+        io.gauge(admitting, io.res["requests_waiting_by_reason"], 0, span, reason="deferred")
+    if io.res.has("kv_cache_usage"):
+        io.gauge(admitting, io.res["kv_cache_usage"], 0, span)
+    io.tokens(admitting, span)
+    admitting.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, io.result(), 6)])
+    extra.append(admitting)
     return [*stuck_cases, busy, idle, *extra]
 
 
