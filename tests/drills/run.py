@@ -448,7 +448,7 @@ class Drill:
             )
             part.trigger_now(f"kill -STOP {pid} (EngineCore)")
             os.kill(pid, signal.SIGSTOP)
-            paged = self.notified("VllmModelCapacityLow", PAGER, part.trigger, cause="hung")
+            paged = self.notified("VllmModelCapacityLow", PAGER, part.trigger, naming=f"{a.instance} (hung)")
             hung = f'ALERTS{{alertname="VllmEngineHung", alertstate="firing", instance="{a.instance}"}}'
             try:
                 # The page has no `for` of its own; the replica's warning waits out hung_for.
@@ -554,7 +554,9 @@ class Drill:
             )
             part.trigger_now(f"kill -9 {pid} (EngineCore)")
             os.kill(pid, signal.SIGKILL)
-            until(self.notified("VllmModelCapacityLow", PAGER, part.trigger, cause="dead"), 30)
+            until(
+                self.notified("VllmModelCapacityLow", PAGER, part.trigger, naming=f"{a.instance} (dead)"), 30
+            )
             status = a.server.wait_exit(timeout=120)
             part.event(f"API server exited with status {status}")
             part.check(
@@ -578,7 +580,7 @@ class Drill:
         # The model's only replica died: one page, for the model, naming the replica and why.
         judge.reaches("VllmModelCapacityLow", "critical", (PAGER, CHAT))
         judge.once("VllmModelCapacityLow", PAGER, "critical")
-        judge.inhibited("VllmEngineDead", by="VllmModelCapacityLow")
+        # The replica's own cause (no model_name on the log's series) is a ticket beside the page.
         judge.inhibited("VllmTargetDown", "VllmEngineDead", "VllmModelCapacityLow")
         judge.silent("VllmOutOfMemory")
         judge.silent("VllmStartupFailed")
@@ -735,7 +737,12 @@ class Drill:
                     a.server.log_path.read_bytes()
                 ):
                     break
-            until(self.notified("VllmModelCapacityLow", PAGER, part.trigger, cause="out_of_memory"), 30)
+            until(
+                self.notified(
+                    "VllmModelCapacityLow", PAGER, part.trigger, naming=f"{a.instance} (out_of_memory)"
+                ),
+                30,
+            )
             with contextlib.suppress(subprocess.TimeoutExpired):
                 part.event(f"API server exited with status {a.server.wait_exit(timeout=60)}")
             until(
@@ -758,7 +765,6 @@ class Drill:
         judge = Judge(self.stack, part)
         # The model's only replica ran out of memory and died: its capacity page says why.
         judge.reaches("VllmModelCapacityLow", "critical", (PAGER, CHAT))
-        judge.inhibited("VllmOutOfMemory", by="VllmModelCapacityLow")
         judge.inhibited("VllmEngineDead", "VllmOutOfMemory", "VllmModelCapacityLow")
 
     # -- server F ------------------------------------------------------------------------------

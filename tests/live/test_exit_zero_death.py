@@ -42,7 +42,7 @@ def test_an_engine_death_that_exits_0_is_dead_in_the_log_failing_the_canary_and_
 
         assert slot.server.wait_exit(timeout=120) == 0  # the death exits "successfully"
         page = wait_until(
-            lambda: stack.recorder.first_firing("VllmModelCapacityLow", PAGER, killed, cause="dead"),
+            lambda: stack.recorder.first_firing("VllmModelCapacityLow", PAGER, killed, naming=f"{i} (dead)"),
             "the capacity page naming the dead replica",
             120,
         )

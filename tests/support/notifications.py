@@ -27,11 +27,13 @@ class Notification:
     alerts: tuple[dict, ...]
     group_key: str = ""  # Alertmanager's group key: PagerDuty's dedup key for the group
 
-    def firing(self, alertname: str, **labels: str) -> bool:
+    def firing(self, alertname: str, naming: str | None = None, **labels: str) -> bool:
+        """An alert of this name fires with these labels (and a description that says `naming`)."""
         return any(
             a["status"] == "firing"
             and a["labels"].get("alertname") == alertname
             and all(a["labels"].get(k) == v for k, v in labels.items())
+            and (naming is None or naming in a.get("annotations", {}).get("description", ""))
             for a in self.alerts
         )
 
@@ -60,9 +62,15 @@ class NotificationRecorder(LoopbackServer):
             return [n for n in self._records if since <= n.received <= until]
 
     def first_firing(
-        self, alertname: str, receiver: str, since: float, until: float = float("inf"), **labels: str
+        self,
+        alertname: str,
+        receiver: str,
+        since: float,
+        until: float = float("inf"),
+        naming: str | None = None,
+        **labels: str,
     ) -> Notification | None:
         for note in self.records(since, until):
-            if note.receiver == receiver and note.firing(alertname, **labels):
+            if note.receiver == receiver and note.firing(alertname, naming, **labels):
                 return note
         return None

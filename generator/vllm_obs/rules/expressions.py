@@ -187,3 +187,19 @@ def vllm_rates(v: Vocabulary):
         return f"rate({selector(name, s, *extra)}[{w}])"
 
     return rate_of
+
+
+def looked_up(v: Vocabulary, series: str, listing: tuple[str, str] | None = None) -> str:
+    """A description's template that queries `series` for the alert's model (its fleet labels):
+    its first value, or with `listing` (label, label) each result as "a (b)", by `a`."""
+    labels = v.scope.fleet_model
+    query = f'printf "{series}{{{", ".join(f"{label}=%q" for label in labels)}}}" ' + " ".join(
+        f"$labels.{label}" for label in labels
+    )
+    if listing is None:
+        return f"{{{{ with {query} | query }}}}{{{{ . | first | value }}}}{{{{ end }}}}"
+    a, b = listing
+    return (
+        f'{{{{ range $i, $r := {query} | query | sortByLabel "{a}" }}}}{{{{ if $i }}}}, {{{{ end }}}}'
+        f"{{{{ $r.Labels.{a} }}}} ({{{{ $r.Labels.{b} }}}}){{{{ end }}}}"
+    )

@@ -100,7 +100,35 @@ _FUNCS = {
 }
 
 
-def render(template: str, labels: dict[str, str], value: float) -> str:
+# A query for the alert's own labels: the first value, or each result's labels listed.
+_FIRST = re.compile(
+    r'\{\{ with printf "([a-z_:]+)\{[^"]*\}"[^|]*\| query \}\}\{\{ \. \| first \| value \}\}\{\{ end \}\}'
+)
+_LIST = re.compile(
+    r'\{\{ range \$i, \$r := printf "([a-z_:]+)\{[^"]*\}"[^|]*\| query \| sortByLabel "(\w+)" \}\}'
+    r"\{\{ if \$i \}\}, \{\{ end \}\}\{\{ \$r\.Labels\.(\w+) \}\} \(\{\{ \$r\.Labels\.(\w+) \}\}\)\{\{ end \}\}"
+)
+
+
+def render(
+    template: str,
+    labels: dict[str, str],
+    value: float,
+    lookups: dict[str, list[tuple[dict, float]]] | None = None,
+) -> str:
+    """`lookups`: what each series a template queries holds for the alert's labels."""
+    found = lookups or {}
+
+    def first(match: re.Match) -> str:
+        rows = found.get(match.group(1), [])
+        return go_float(rows[0][1]) if rows else ""
+
+    def listed(match: re.Match) -> str:
+        rows = sorted(found.get(match.group(1), []), key=lambda r: r[0].get(match.group(2), ""))
+        return ", ".join(f"{r[0].get(match.group(3), '')} ({r[0].get(match.group(4), '')})" for r in rows)
+
+    template = _LIST.sub(listed, _FIRST.sub(first, template))
+
     def if_block(match: re.Match) -> str:
         return match.group(2) if labels.get(match.group(1)) else ""
 

@@ -85,5 +85,7 @@ def _series(labels: dict[str, str]) -> str:
 def _expected(e: Expect, v: Vocabulary) -> dict:
     labels = {**e.labels, **alert_labels(e.rule)}
     full = {**labels, "alertname": e.rule.name}
-    annotations = {k: render(text, full, e.value) for k, text in alert_annotations(e.rule, v).items()}
+    annotations = {
+        k: render(text, full, e.value, e.lookups) for k, text in alert_annotations(e.rule, v).items()
+    }
     return {"exp_labels": labels, "exp_annotations": annotations}

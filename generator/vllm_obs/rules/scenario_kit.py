@@ -45,6 +45,8 @@ class Expect:
     rule: Alert
     labels: dict[str, str]  # the labels of the query result
     value: float
+    # What each series the description queries holds for the alert (looked_up): (labels, value).
+    lookups: dict[str, list[tuple[dict, float]]] = field(default_factory=dict)
 
 
 @dataclass

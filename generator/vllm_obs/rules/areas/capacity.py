@@ -19,7 +19,7 @@ from ...promql import number, quote, seconds, selector
 from ...signals import FOUNDATIONS
 from ...vocabulary import Vocabulary, by
 from ..declaration import PER_REPLICA, Declared, Inhibition
-from ..expressions import planned, processed_tokens, server_state, unless_asleep
+from ..expressions import looked_up, planned, processed_tokens, server_state, unless_asleep
 from ..model import Alert, Recording
 from ..runbook_kit import Section
 from ..scenarios.capacity import capacity_cases
@@ -65,7 +65,8 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "(`cause`): `dead` (the log shows an engine death or a failed start), "
                     "`out_of_memory` (the same after an out-of-memory logged within "
                     "`alerts.log_event_window`), `restarting` (starting again after a crash), "
-                    "`unhealthy` (`vllm:engine_healthy` 0 under fault tolerance), `hung` (the canary "
+                    "`unhealthy` (`vllm:engine_healthy` 0 under fault tolerance), `faulted` (the log shows the "
+                    "engine faulted and waiting for fault tolerance to recover it: it refuses every request), `hung` (the canary "
                     "fails while `/health` answers and no token comes out), `down` (still discovered, not "
                     "scraped for `alerts.target_down_for`). Replicas stopped on purpose (the log shows "
                     "the stop) are neither ready nor lost. One replica of four lost is a ticket (its own "
@@ -133,6 +134,8 @@ def recordings(v: Vocabulary) -> list[Recording]:
         causes[:0] = [
             ("out_of_memory", _replicas_where(v, _out_of_memory(v))),
             ("dead", _replicas_where(v, f"max by ({target}) ({server_state(v, 'dead|failed_start')}) == 1")),
+            # Fault tolerance (0.34): the engine faulted and refuses every request; /health answers.
+            ("faulted", _replicas_where(v, f"max by ({target}) ({server_state(v, 'faulted')}) == 1")),
             # Starting again: a planned start is no cause (the `unless` below takes it out).
             (
                 "restarting",
@@ -294,9 +297,9 @@ def _capacity_rule(v: Vocabulary) -> list[Alert]:
             summary="A vLLM model has lost serving capacity.",
             description=(
                 f"Model {{{{ $labels.model_name }}}}{v.scope.in_cluster} has {{{{ $value }}}} ready replicas, "
-                f"below its floor: {number(p.min_ready_replicas)}, or {number(p.capacity_fraction)} of the "
-                f"replicas it should run ({n.replicas_expected}); {n.replica_unready} names the replicas "
-                "not ready and why."
+                f"below its floor ({number(p.min_ready_replicas)}, or {number(p.capacity_fraction)} of the "
+                f"{looked_up(v, n.replicas_expected)} it should run); not ready: "
+                f"{looked_up(v, n.replica_unready, (v.scope.replica, 'cause'))}."
             ),
             dashboard="overview",
         )

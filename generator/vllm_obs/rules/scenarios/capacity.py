@@ -41,8 +41,13 @@ class _Cases:
                 series_text("up", {**self.io.base, **self.io.at_target(name)}), up.get(name, f"1+0x{span}")
             )
 
-    def page(self, ready: float) -> list[Expect]:
-        return [Expect(self.rule, self.io.fleet_result(), ready)]
+    def page(self, ready: float, expected: float, lost: dict[str, str]) -> list[Expect]:
+        """The model's page: its ready replicas, what it should run, and each replica lost and why."""
+        lookups = {
+            self.n.replicas_expected: [(self.io.fleet_result(), expected)],
+            self.n.replica_unready: [({**self.io.result(w), "cause": c}, 1) for w, c in lost.items()],
+        }
+        return [Expect(self.rule, self.io.fleet_result(), ready, lookups)]
 
     def causes(self, minute: int, causes: dict[str, str]) -> QueryCheck:
         """Each replica not ready at `minute`, and why."""
@@ -58,7 +63,10 @@ class _Cases:
         fire_at = 1 + self.down_after  # up 0 from minute 1: not scraped once in the window from here
         alone = Case("VllmModelCapacityLow pages when the only replica is down for alerts.target_down_for")
         self.replicas(alone, (REPLICA,), {REPLICA: self.down_from_1()})
-        alone.checks = [Check(fire_at - 1, self.rule.name, []), Check(fire_at, self.rule.name, self.page(0))]
+        alone.checks = [
+            Check(fire_at - 1, self.rule.name, []),
+            Check(fire_at, self.rule.name, self.page(0, 1, {REPLICA: "down"})),
+        ]
         alone.queries = [self.causes(fire_at, {REPLICA: "down"})]
         cases = [alone, self.recovery(fire_at)]
         quarter = Case("VllmModelCapacityLow stays silent when one replica of four is down")
@@ -70,7 +78,10 @@ class _Cases:
         most = Case("VllmModelCapacityLow pages when most of four replicas are down")
         lost = (REPLICA, *MORE_REPLICAS)[:3]
         self.replicas(most, (REPLICA, *MORE_REPLICAS), {w: self.down_from_1() for w in lost})
-        most.checks = [Check(fire_at - 1, self.rule.name, []), Check(fire_at, self.rule.name, self.page(1))]
+        most.checks = [
+            Check(fire_at - 1, self.rule.name, []),
+            Check(fire_at, self.rule.name, self.page(1, 4, dict.fromkeys(lost, "down"))),
+        ]
         cases.append(most)
         # paging.capacity_fraction from both sides on ten replicas: 1.5x or 0.67x fails one.
         bound = self.io.cfg.paging.capacity_fraction * len(TEN)
@@ -82,7 +93,13 @@ class _Cases:
                 f"VllmModelCapacityLow with {ready} of {len(TEN)} replicas ready, {side} paging.capacity_fraction"
             )
             self.replicas(near, TEN, {w: self.down_from_1() for w in TEN[ready:]})
-            near.checks = [Check(fire_at, self.rule.name, self.page(ready) if ready < bound else [])]
+            near.checks = [
+                Check(
+                    fire_at,
+                    self.rule.name,
+                    self.page(ready, len(TEN), dict.fromkeys(TEN[ready:], "down")) if ready < bound else [],
+                )
+            ]
             cases.append(near)
         return cases
 
@@ -98,8 +115,8 @@ class _Cases:
             f"1 0x{back - 2} 1x{last + 1 - back}",
         )
         case.checks = [
-            Check(back, self.rule.name, self.page(0)),
-            Check(last, self.rule.name, self.page(0)),
+            Check(back, self.rule.name, self.page(0, 1, {REPLICA: "down"})),
+            Check(last, self.rule.name, self.page(0, 1, {REPLICA: "down"})),
             Check(last + 1, self.rule.name, []),
         ]
         return case
@@ -116,9 +133,15 @@ class _Cases:
         self.replicas(case, TEN, {w: dead for w in TEN[4:]}, span=last + 2)
         opened = down + self.down_after
         case.checks = [Check(opened - 1, self.rule.name, [])]
-        case.checks += [Check(m, self.rule.name, self.page(4)) for m in range(opened, back, 30)]
+        case.checks += [
+            Check(m, self.rule.name, self.page(4, len(TEN), dict.fromkeys(TEN[4:], "down")))
+            for m in range(opened, back, 30)
+        ]
         # Kept firing, the page keeps the value it last had.
-        case.checks += [Check(last, self.rule.name, self.page(4)), Check(last + 1, self.rule.name, [])]
+        case.checks += [
+            Check(last, self.rule.name, self.page(4, len(TEN), dict.fromkeys(TEN[4:], "down"))),
+            Check(last + 1, self.rule.name, []),
+        ]
         return [case]
 
     def not_outages(self) -> list[Case]:
@@ -163,7 +186,10 @@ class _Cases:
         self.replicas(dead, (REPLICA,), {})
         io.server_state(dead, span, "0 120", ["ready", "ready", "dead"])
         io.event_times(dead, span, startup_complete="30", engine_dead="0 0 120")
-        dead.checks = [Check(1, self.rule.name, []), Check(2, self.rule.name, self.page(0))]
+        dead.checks = [
+            Check(1, self.rule.name, []),
+            Check(2, self.rule.name, self.page(0, 1, {REPLICA: "dead"})),
+        ]
         dead.queries = [self.causes(2, {REPLICA: "dead"})]
         cases.append(dead)
 
@@ -173,8 +199,11 @@ class _Cases:
         self.replicas(oom, (REPLICA,), {}, span=oom_span)
         io.server_state(oom, oom_span, "0 120", ["ready", "ready", "dead"])
         io.event_times(oom, oom_span, startup_complete="30", oom="0 0 120", engine_dead="0 0 120")
-        oom.checks = [Check(1, self.rule.name, []), Check(2, self.rule.name, self.page(0))]
-        oom.checks.append(Check(2 + window, self.rule.name, self.page(0)))
+        oom.checks = [
+            Check(1, self.rule.name, []),
+            Check(2, self.rule.name, self.page(0, 1, {REPLICA: "out_of_memory"})),
+        ]
+        oom.checks.append(Check(2 + window, self.rule.name, self.page(0, 1, {REPLICA: "dead"})))
         oom.queries = [
             self.causes(2, {REPLICA: "out_of_memory"}),
             self.causes(2 + window - 1, {REPLICA: "out_of_memory"}),
@@ -189,9 +218,22 @@ class _Cases:
         self.replicas(crash, (REPLICA,), {REPLICA: self.down_from_1()})
         io.server_state(crash, span, "0 120", ["ready", "ready", "starting"])
         io.event_times(crash, span, startup_complete="30", shutdown="10", startup_begin="0 0 120")
-        crash.checks = [Check(1, self.rule.name, []), Check(2, self.rule.name, self.page(0))]
+        crash.checks = [
+            Check(1, self.rule.name, []),
+            Check(2, self.rule.name, self.page(0, 1, {REPLICA: "restarting"})),
+        ]
         crash.queries = [self.causes(2, {REPLICA: "restarting"})]
         cases.append(crash)
+
+        faulted = Case("VllmModelCapacityLow pages at once when the log shows the only engine faulted")
+        self.replicas(faulted, (REPLICA,), {})
+        io.server_state(faulted, span, "0 120", ["ready", "ready", "faulted"])
+        io.event_times(faulted, span, startup_complete="30", engine_faulted="0 0 120")
+        faulted.checks = [
+            Check(1, self.rule.name, []),
+            Check(2, self.rule.name, self.page(0, 1, {REPLICA: "faulted"})),
+        ]
+        cases.append(faulted)
 
         planned = Case(
             "VllmModelCapacityLow stays silent while the only replica restarts after a planned stop"
@@ -228,7 +270,10 @@ class _Cases:
             startup_begin="0 0 120 120 240",
             startup_failed="0 0 0 180",
         )
-        looping.checks = [Check(2, self.rule.name, []), Check(3, self.rule.name, self.page(0))]
+        looping.checks = [
+            Check(2, self.rule.name, []),
+            Check(3, self.rule.name, self.page(0, 1, {REPLICA: "dead"})),
+        ]
         looping.queries = [self.causes(3, {REPLICA: "dead"}), self.causes(4, {REPLICA: "restarting"})]
         cases.append(looping)
         return cases + self.back_from_a_stop()
@@ -259,7 +304,10 @@ class _Cases:
             "VllmModelCapacityLow pages at the first failed scrape of a replica its log says is ready again"
         )
         back(unanswered, f"0+0x{span}")
-        unanswered.checks = [Check(ready, self.rule.name, []), Check(ready + 1, self.rule.name, self.page(0))]
+        unanswered.checks = [
+            Check(ready, self.rule.name, []),
+            Check(ready + 1, self.rule.name, self.page(0, 1, {REPLICA: "down"})),
+        ]
         return [answered, unanswered]
 
     def hung(self) -> list[Case]:
@@ -271,7 +319,10 @@ class _Cases:
         io.probe(case, span, failing="timeout", failing_from=began)
         io.probe_health(case, span, 1)
         at = began + minutes(a.hung_for)
-        case.checks = [Check(at - 1, self.rule.name, []), Check(at, self.rule.name, self.page(0))]
+        case.checks = [
+            Check(at - 1, self.rule.name, []),
+            Check(at, self.rule.name, self.page(0, 1, {REPLICA: "hung"})),
+        ]
         case.queries = [self.causes(at, {REPLICA: "hung"})]
         out = [case]
         if io.res.has("engine_sleep_state"):
@@ -303,7 +354,10 @@ class _Cases:
         sick = Case("VllmModelCapacityLow pages at once when the only replica's engine reports unhealthy")
         self.replicas(sick, (REPLICA,), {})
         sick.add(series_text(sig.name, labels), f"1 1 0+0x{span - 2}")
-        sick.checks = [Check(1, self.rule.name, []), Check(2, self.rule.name, self.page(0))]
+        sick.checks = [
+            Check(1, self.rule.name, []),
+            Check(2, self.rule.name, self.page(0, 1, {REPLICA: "unhealthy"})),
+        ]
         sick.queries = [self.causes(2, {REPLICA: "unhealthy"})]
         well = Case("VllmModelCapacityLow stays silent while the replica's engine reports healthy")
         self.replicas(well, (REPLICA,), {})
