@@ -204,50 +204,68 @@ class _Burn:
         return cases
 
     def floor_cases(self) -> list[Case]:
-        """Each tier's traffic floor from both sides, a fifth away, every event a miss."""
+        """Each tier's traffic floor from both sides, a fifth away, every event a miss: four fifths
+        of the long window's events in its first half, so a floor read over half the window
+        fails too. Judged once the window is full."""
         cases = []
         for tier, rule in self.tiers:
             judge = self.judge(tier, rule)
+            step, half = (1 if judge.long <= 60 else 5), judge.long // 2
+            at = judge.long + judge.for_ + 2 * step
             for side, scale in (("above", 1.2), ("below", 0.8)):
-                per_min = round(self.floor * scale / judge.long, 6)
-                w = Windows(Traffic.parts(per_min, [(0, per_min)], 20 + judge.for_ + 3))
-                at = 20 + judge.for_
+                early, late = (self.floor * scale * share / half for share in (0.8, 0.2))
+                w = Windows(_uneven(early, early, late, late, half, at + 1), step, step)
                 case = Case(
                     f"{self.name}: every {self.slo.events[:-1]} misses, {side} {self.slo.floor} over "
-                    f"{tier.long} ({number(round(per_min * judge.long))} {self.slo.events})"
+                    f"{tier.long} ({number(round(self.floor * scale))} {self.slo.events}, most early in it)",
+                    every=f"{step}m",
+                    interval=f"{step}m",
                 )
-                self.events(case, per_min, per_min)
+                self.phased(case, [(0, early, early), (half, late, late)], at, step)
                 self.judged(case, w, tier, rule, [at])
-                cases.append(_cut(case))
+                cases.append(_cut(case, step))
         return cases
 
     def min_bad_cases(self) -> list[Case]:
         """Each tier's minimum of bad events from both sides, a fifth away, on a quiet model whose
-        misses burn the tier and whose traffic passes its floor; only where the floor allows so
-        few bad events to burn the tier."""
+        misses burn the tier and whose traffic passes its floor, three fifths of them in the long
+        window's first half; only where the floor allows so few bad events to burn the tier."""
         cases = []
         for tier, rule in self.tiers:
             judge = self.judge(tier, rule)
-            low, high = 1.1 * judge.floor, 0.76 * judge.min_bad / judge.limit
+            low, high = 1.1 * judge.floor, 0.6 * judge.min_bad / judge.limit
             if low >= high:
                 continue  # the floor's events at this burn rate hold more bad ones than the minimum
-            step = 1 if judge.long <= 60 else 5
+            step, half = (1 if judge.long <= 60 else 5), judge.long // 2
             events = math.sqrt(low * high)  # over the long window
             at = judge.long + judge.for_ + 2 * step
+            per_min = events / judge.long
             for side, scale in (("above", 1.2), ("below", 0.8)):
-                bad = judge.min_bad * scale / judge.long
-                per_min = events / judge.long
-                w = Windows(Traffic.parts(per_min, [(0, bad)], at + 1), step, step)
+                early, late = (judge.min_bad * scale * share / half for share in (0.6, 0.4))
+                w = Windows(_uneven(per_min, early, per_min, late, half, at + 1), step, step)
                 case = Case(
                     f"{self.name}: a quiet model ({number(round(events))} {self.slo.events} over {tier.long}) "
-                    f"with {number(round(bad * judge.long, 2))} bad ones, {side} slo.min_bad_events",
+                    f"with {number(round(judge.min_bad * scale, 2))} bad ones, {side} slo.min_bad_events",
                     every=f"{step}m",
                     interval=f"{step}m",
                 )
-                self.events(case, per_min * step, bad * step)
+                self.phased(case, [(0, per_min, early), (half, per_min, late)], at, step)
                 self.judged(case, w, tier, rule, [at])
                 cases.append(_cut(case, step))
         return cases
+
+    def phased(self, case: Case, phases: list[tuple[int, float, float]], span: int, step: int) -> None:
+        """The case's events: from each (minute, events a minute, bad a minute) of `phases` on,
+        sampled every `step` minutes, over minutes 0..span."""
+        series: dict[str, str] | None = None
+        for at, per_min, bad in phases:
+            part = Case("part")
+            self.events(part, per_min * step, bad * step)
+            series = (
+                part.series if series is None else _spliced(series, part.series, at // step, span // step + 1)
+            )
+        assert series is not None
+        case.series = series
 
     def young_cases(self) -> list[Case]:
         """A stack that began scraping with the case: every event a miss from the start, each
@@ -399,6 +417,14 @@ class _Burn:
             case.checks = [Check(at, fast.name, expected)]
             cases.append(_cut(case))
         return cases
+
+
+def _uneven(total: float, bad: float, later_total: float, later_bad: float, at: int, span: int) -> Traffic:
+    """Events and bad ones a minute, changing at minute `at`."""
+    return Traffic(
+        tuple(total if m < at else later_total for m in range(span)),
+        tuple(bad if m < at else later_bad for m in range(span)),
+    )
 
 
 def percent_of(io: Inputs) -> str:
