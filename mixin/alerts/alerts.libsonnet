@@ -320,6 +320,27 @@ local values = import '../lib/values.libsonnet';
               dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4883032' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
+          {
+            alert: 'VllmReplicaLost',
+            expr:
+              'job_instance_model:vllm_replica_unready:cause\n' +
+              'and on (' + v.clusterBy + 'job, model_name)\n' +
+              '(\n' +
+              'job_model:vllm_replicas_ready:count < ' + v.minReadyReplicas + '\n' +
+              'or\n' +
+              'job_model:vllm_replicas_ready:count < ' + v.capacityFraction + ' * job_model:vllm_replicas_expected:count\n' +
+              ')',
+            keep_firing_for: v.recoveryFor,
+            labels: {
+              severity: 'info',
+            },
+            annotations: {
+              summary: 'A replica of a model that lost serving capacity is not ready.',
+              description: '{{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $labels.cause }} while its model pages for lost capacity.',
+              runbook_url: c.runbookURLPattern % 'vllmreplicalost',
+              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4883032' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
         ],
       },
       {

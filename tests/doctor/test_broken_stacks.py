@@ -302,8 +302,8 @@ def test_json_report_shape(tmp_path):
         "timings_seconds",
         "requests",
     }
-    # Bounded: a few dozen queries, whatever the size of the bundle's dashboards.
-    assert 20 < data["requests"]["prometheus"] < 600 and 0 < data["requests"]["alertmanager"] < 10
+    # Bounded: some hundreds of queries (one per series the bundle reads), whatever the fleet.
+    assert 20 < data["requests"]["prometheus"] < 800 and 0 < data["requests"]["alertmanager"] < 10
     assert data["bundle_source"] == "vLLM 0.32.0 to 0.34.0 (v1 engine)"
     assert set(data["timings_seconds"]) == {
         "targets",

@@ -476,7 +476,7 @@ class Drill:
         # The only replica of its model hangs: the model has no capacity left, which pages; the
         # replica's own warning is the same incident.
         judge.reaches("VllmModelCapacityLow", "critical", (PAGER, CHAT))
-        judge.inhibited("VllmEngineHung", by="VllmModelCapacityLow")
+        judge.inhibited("VllmEngineHung", "VllmReplicaLost", "VllmModelCapacityLow")
         judge.resolves_after("VllmEngineHung", resumed, within=30)
         judge.silent("VllmEngineDead")
         judge.silent("VllmTargetDown")
@@ -580,8 +580,8 @@ class Drill:
         # The model's only replica died: one page, for the model, naming the replica and why.
         judge.reaches("VllmModelCapacityLow", "critical", (PAGER, CHAT))
         judge.once("VllmModelCapacityLow", PAGER, "critical")
-        # The replica's own cause (no model_name on the log's series) is a ticket beside the page.
-        judge.inhibited("VllmTargetDown", "VllmEngineDead", "VllmModelCapacityLow")
+        judge.inhibited("VllmEngineDead", by="VllmReplicaLost")
+        judge.inhibited("VllmTargetDown", "VllmEngineDead", "VllmReplicaLost")
         judge.silent("VllmOutOfMemory")
         judge.silent("VllmStartupFailed")
         dead = [x for x in part.latencies if x.alert == "VllmModelCapacityLow" and x.receiver == "pager"]
@@ -765,7 +765,8 @@ class Drill:
         judge = Judge(self.stack, part)
         # The model's only replica ran out of memory and died: its capacity page says why.
         judge.reaches("VllmModelCapacityLow", "critical", (PAGER, CHAT))
-        judge.inhibited("VllmEngineDead", "VllmOutOfMemory", "VllmModelCapacityLow")
+        judge.inhibited("VllmOutOfMemory", by="VllmReplicaLost")
+        judge.inhibited("VllmEngineDead", "VllmOutOfMemory", "VllmReplicaLost")
 
     # -- server F ------------------------------------------------------------------------------
     def phase_f(self) -> None:

@@ -181,11 +181,11 @@ POSTED = [
     alert("c-availability", "VllmAvailabilityBudgetBurn", "critical", model_name="c", long="1h", short="5m"),
     alert("c-ttft", "VllmTimeToFirstTokenBudgetBurn", "critical", model_name="c", long="1h", short="5m"),
     alert("c-itl", "VllmTimePerOutputTokenBudgetBurn", "critical", model_name="c", long="6h", short="30m"),
-    # Model d below its capacity floor: the page names the replica; that replica's warnings,
-    # the model's other replicas' warnings and its SLO pages are the same incident.
-    alert(
-        "d-capacity", "VllmModelCapacityLow", "critical", instance="d-0:8000", model_name="d", cause="dead"
-    ),
+    # Model d below its capacity floor: one page for the model, and (info, routed nowhere) each
+    # replica it lost with why. That replica's warnings and the model's other replicas' are the
+    # same incident; its SLO pages join the page group (the page shows users are hurt).
+    alert("d-capacity", "VllmModelCapacityLow", "critical", model_name="d"),
+    alert("d-lost", "VllmReplicaLost", "info", instance="d-0:8000", model_name="d", cause="dead"),
     alert("d-dead", "VllmEngineDead", "warning", instance="d-0:8000", event="engine_dead"),
     alert("d-queue", "VllmQueueDepthHigh", "warning", instance="d-1:8000", model_name="d"),
     alert("d-availability", "VllmAvailabilityBudgetBurn", "critical", model_name="d", long="1h", short="5m"),
@@ -218,7 +218,6 @@ INHIBITED = {
     "c-itl",
     "d-dead",
     "d-queue",
-    "d-availability",
     "oom-dead",
     "start-oom-failed",
     "hung-errors",
@@ -244,6 +243,8 @@ def test_inhibition_on_a_real_alertmanager(tmp_path):
         "other-slow",
         "c-availability",
         "d-capacity",
+        "d-lost",
+        "d-availability",
         "oom",
         "start-oom",
         "hung",
@@ -300,8 +301,8 @@ def test_gpu_inhibition_on_a_real_alertmanager(tmp_path):
 
 def test_twenty_replicas_failing_together_make_one_page(tmp_path):
     """A bad rollout takes 20 replicas of a model down at once: the pager gets one notification
-    naming all 20 (the capacity page, grouped per model), chat gets that page once, and no
-    replica's own warning, nor the model's SLO pages, notifies anyone."""
+    (the model's capacity page and the availability burn it causes, one group), chat gets that page
+    once, and no replica's own warning notifies anyone (each lost replica holds them back)."""
     with NotificationRecorder() as hook:
         config = {
             "alertmanager": {
@@ -315,10 +316,9 @@ def test_twenty_replicas_failing_together_make_one_page(tmp_path):
         bundle = generate(tmp_path / "bundle", config=config)
         replicas = [f"vllm-{i}:8000" for i in range(20)]
         posted = [
+            alert("capacity", "VllmModelCapacityLow", "critical", model_name="m"),
             *(
-                alert(
-                    f"cap-{i}", "VllmModelCapacityLow", "critical", instance=r, model_name="m", cause="dead"
-                )
+                alert(f"lost-{i}", "VllmReplicaLost", "info", instance=r, model_name="m", cause="dead")
                 for i, r in enumerate(replicas)
             ),
             *(alert(f"dead-{i}", "VllmEngineDead", "warning", instance=r) for i, r in enumerate(replicas)),
@@ -345,9 +345,10 @@ def test_twenty_replicas_failing_together_make_one_page(tmp_path):
     pager = [n for n in notes if n.receiver == "critical"]
     chat = [n for n in notes if n.receiver == "warning"]
     assert len(pager) == 1, [len(n.alerts) for n in pager]
-    assert sorted(a["labels"]["instance"] for a in pager[0].alerts) == sorted(replicas)
-    assert {a["labels"]["alertname"] for a in pager[0].alerts} == {"VllmModelCapacityLow"}
-    assert len(chat) == 1 and {a["labels"]["alertname"] for a in chat[0].alerts} == {"VllmModelCapacityLow"}
+    names = {a["labels"]["alertname"] for a in pager[0].alerts}
+    assert names == {"VllmModelCapacityLow", "VllmAvailabilityBudgetBurn"}, names
+    assert len(chat) == 1, [[a["labels"]["alertname"] for a in n.alerts] for n in chat]
+    assert {a["labels"]["alertname"] for a in chat[0].alerts} == names
 
 
 @contextmanager
@@ -447,14 +448,20 @@ def test_the_burn_a_capacity_page_leaves_behind_is_the_same_pagerduty_incident(t
         am.post_alerts([capacity, burn, other])
         first = wait_for_events(events, 2)
         am.post_alerts([{**capacity, "endsAt": datetime.now(UTC).isoformat()}, burn])
+
+        def burn_alone() -> list[dict]:
+            burning = saying(enqueued(events), "m burns its budget")
+            return [
+                e for e in burning if "m lost capacity" not in e["payload"]["custom_details"]["descriptions"]
+            ]
+
         deadline = time.monotonic() + 30
-        while not saying(enqueued(events), "m burns its budget") and time.monotonic() < deadline:
+        while not burn_alone() and time.monotonic() < deadline:
             time.sleep(0.2)
-        posted = enqueued(events)
-    # While the capacity page fires it silences the burn: the first page of m is capacity alone.
+        update = burn_alone()[0]
+    # One page for m: its capacity and the burn it causes, in one group.
     [page_m], [page_n] = saying(first, "m lost capacity"), saying(first, "n lost capacity")
-    assert "m burns its budget" not in page_m["payload"]["custom_details"]["descriptions"]
-    [update] = saying(posted, "m burns its budget")
+    assert "m burns its budget" in page_m["payload"]["custom_details"]["descriptions"]
     assert update["event_action"] == "trigger"
     assert update["dedup_key"] == page_m["dedup_key"] != page_n["dedup_key"]
 

@@ -64,11 +64,13 @@ def rule_exprs(bundle: Path) -> dict[str, str]:
 
 def aggregation_clauses(bundle: Path) -> list[tuple[str, list[str]]]:
     """(rule, labels) of every `by (...)` and `on (...)` clause of the bundle's rules, but the
-    one join that must keep no partition label: a cluster's or namespace's absence is not told
-    while the whole job is absent, and absent() returns the job alone."""
+    joins that must keep no partition label: a cluster's or namespace's absence is not told
+    while the whole job is absent (absent() returns the job alone), and how long Prometheus has
+    scraped is one history per Prometheus (per cluster where kept), not per namespace."""
     out = []
     for where, expr in rule_exprs(bundle).items():
         expr = expr.replace("unless on (job) absent(", "unless absent(")
+        expr = expr.replace("unless on () time() - min_over_time(", "unless time() - min_over_time(")
         for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
             out.append((where, [label.strip() for label in clause.split(",")]))
     return out

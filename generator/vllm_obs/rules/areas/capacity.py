@@ -22,7 +22,7 @@ from ..declaration import PER_REPLICA, Declared, Inhibition
 from ..expressions import looked_up, planned, processed_tokens, server_state, unless_asleep
 from ..model import Alert, Recording
 from ..runbook_kit import Section
-from ..scenarios.capacity import capacity_cases
+from ..scenarios.capacity import capacity_cases, lost_cases
 
 GROUP = "vllm-obs.capacity"
 RECORDING_GROUP = "vllm-obs.recording-capacity"
@@ -112,6 +112,25 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 # The rest of the model: load moves to the replicas left, which may warn.
                 Inhibition(symptoms=(PER_REPLICA,), equal="model"),
             ),
+        ),
+        Declared(
+            name="VllmReplicaLost",
+            knobs=("paging.min_ready_replicas", "paging.capacity_fraction", "paging.recovery_for"),
+            build=_lost_rule,
+            panel="Ready replicas per model",
+            runbook=Section(
+                meaning=(
+                    "A replica not ready while its model pages (VllmModelCapacityLow), with its `cause`. "
+                    "Routed to `alertmanager.info` (nowhere by default): it lets Alertmanager hold back "
+                    "that replica's own warnings (an engine death, a down target), whose series carry no "
+                    "model, for as long as the page tells of them."
+                ),
+                confirm=["`{replica_unready}`"],
+                act=["Follow VllmModelCapacityLow."],
+            ),
+            scenarios=lost_cases,
+            # The replica's own warnings: the page names it and why.
+            inhibits=(Inhibition(symptoms=(PER_REPLICA,)),),
         ),
     ]
 
@@ -278,11 +297,33 @@ def _hung(v: Vocabulary) -> str:
 # -- the page ------------------------------------------------------------------------------------
 
 
-def _capacity_rule(v: Vocabulary) -> list[Alert]:
-    n, p, fleet = v.names, v.cfg.paging, by(v.scope.fleet_model)
+def _below_floor(v: Vocabulary) -> str:
+    """Fewer ready replicas than the floor: min_ready_replicas, or a share of what it should run."""
+    n, p = v.names, v.cfg.paging
     floor = f"{n.replicas_ready} < {number(p.min_ready_replicas)}"
     if p.capacity_fraction > 0:
         floor += f"\nor\n{n.replicas_ready} < {number(p.capacity_fraction)} * {n.replicas_expected}"
+    return floor
+
+
+def _lost_rule(v: Vocabulary) -> list[Alert]:
+    fleet = by(v.scope.fleet_model)
+    return [
+        Alert(
+            name="VllmReplicaLost",
+            expr=f"{v.names.replica_unready}\nand on ({fleet})\n(\n{_below_floor(v)}\n)",
+            keep_firing_for=v.cfg.paging.recovery_for,
+            severity="info",
+            summary="A replica of a model that lost serving capacity is not ready.",
+            description=f"{v.scope.where} is {{{{ $labels.cause }}}} while its model pages for lost capacity.",
+            dashboard="overview",
+        )
+    ]
+
+
+def _capacity_rule(v: Vocabulary) -> list[Alert]:
+    n, p, fleet = v.names, v.cfg.paging, by(v.scope.fleet_model)
+    floor = _below_floor(v)
     # With only the most it had ready to go by, a replica not ready must be among the model's.
     lost = f"count by ({fleet}) ({n.replica_unready})"
     if _desired(v):

@@ -422,6 +422,9 @@ class _Cases:
                 series_text(sig.name, {**io.labels(REPLICA, sig, finished_reason="stop"), **moved}),
                 shape("0", "60"),
             )
+            if io.res.reports_engine_errors:  # none failed: counted as 0, not absent
+                failed = {**io.labels(REPLICA, sig, finished_reason="error"), **moved}
+                case.add(series_text(sig.name, failed), shape("0", "0"))
         if "http_requests" in io.res.signals:
             http = io.res["http_requests"]
             base = {
@@ -463,3 +466,20 @@ def capacity_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     if io.res.has("engine_healthy"):
         cases += c.unhealthy()
     return cases
+
+
+def lost_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+    """Each replica not ready while its model pages, and none while it does not."""
+    (rule,) = rules
+    c = _Cases(rule, io)
+    fire_at = 1 + c.down_after
+    lost = (REPLICA, *MORE_REPLICAS)[:3] if io.cfg.paging.capacity_fraction > 0 else (REPLICA,)
+    everyone = (REPLICA, *MORE_REPLICAS) if io.cfg.paging.capacity_fraction > 0 else (REPLICA,)
+    most = Case(f"VllmReplicaLost names each of the {len(lost)} replicas down while their model pages")
+    c.replicas(most, everyone, {w: c.down_from_1() for w in lost})
+    expected = [Expect(rule, {**io.result(w), "cause": "down"}, 1) for w in lost]
+    most.checks = [Check(fire_at - 1, rule.name, []), Check(fire_at, rule.name, expected)]
+    quarter = Case("VllmReplicaLost stays silent for one replica of four down: its model does not page")
+    c.replicas(quarter, (REPLICA, *MORE_REPLICAS), {REPLICA: c.down_from_1()})
+    quarter.checks = [Check(c.span - 1, rule.name, [])]
+    return [most, quarter]
