@@ -155,7 +155,7 @@ def run(bundle: Bundle, mutants: list[Mutant], workers: int = 2, baseline: bool 
 
         def judge(mutant: Mutant) -> Outcome:
             alert = mutant.rule["alert"]
-            tests = naming.get(alert, {})
+            tests = touching(naming.get(alert, {}), mutant.rule)
             files = tuple(sorted(tests))
             if not tests:
                 return Outcome(mutant, "untested")
@@ -179,6 +179,28 @@ def run(bundle: Bundle, mutants: list[Mutant], workers: int = 2, baseline: bool 
 
         with ThreadPoolExecutor(workers) as pool:
             return list(pool.map(judge, mutants))
+
+
+def touching(tests: dict[str, dict], rule: dict) -> dict[str, dict]:
+    """The cases that can notice a change to this rule of its alert: those that judge the alert
+    whole (its every firing rule is listed), and those that read the state of this rule alone
+    (ALERTS with its labels: a burn tier's long and short windows)."""
+    own = [f'{k}="{v}"' for k, v in rule.get("labels", {}).items() if k != "severity"]
+    name = f'alertname="{rule["alert"]}"'
+
+    def touches(case: dict) -> bool:
+        if any(c["alertname"] == rule["alert"] for c in case.get("alert_rule_test", [])):
+            return True
+        return any(
+            name in t["expr"] and all(m in t["expr"] for m in own) for t in case.get("promql_expr_test", [])
+        )
+
+    out = {}
+    for file, test in tests.items():
+        cases = [c for c in test["tests"] if touches(c)]
+        if cases:
+            out[file] = {**test, "tests": cases}
+    return out
 
 
 # Cases that evaluate this many minutes or fewer run first.
