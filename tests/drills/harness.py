@@ -24,6 +24,15 @@ from tests.support.drill_stack import CHAT, PAGER, DrillStack
 from tests.support.vllm_server import VllmServer
 
 RECEIVER_NAMES = {PAGER: "pager", CHAT: "chat"}
+# Alerts about a model, not one of its replicas: they carry model_name, no instance.
+PER_MODEL = frozenset(
+    {
+        "VllmModelCapacityLow",
+        "VllmAvailabilityBudgetBurn",
+        "VllmTimeToFirstTokenBudgetBurn",
+        "VllmTimePerOutputTokenBudgetBurn",
+    }
+)
 
 
 @dataclass
@@ -59,6 +68,7 @@ class Part:
     title: str
     instance: str
     panels: list[Panel]
+    model: str = ""  # the model the instance serves: per-model alerts are judged by it
     start: float = field(default_factory=time.time)
     trigger: float | None = None
     trigger_label: str = ""
@@ -124,8 +134,11 @@ class Judge:
         end = self.part.end if self.part.end is not None else time.time()
         return self.part.start, end
 
-    def _labels(self, severity: str | None) -> dict[str, str]:
-        labels = {"instance": self.part.instance}
+    def _labels(self, severity: str | None, alert: str = "") -> dict[str, str]:
+        if alert in PER_MODEL:
+            labels = {"model_name": self.part.model}
+        else:
+            labels = {"instance": self.part.instance}
         if severity:
             labels["severity"] = severity
         return labels
@@ -135,7 +148,7 @@ class Judge:
         since, until = self.window
         since = self.part.trigger or since
         for receiver in receivers:
-            note = self.stack.recorder.first_firing(alert, receiver, since, until, **self._labels(severity))
+            note = self.stack.recorder.first_firing(alert, receiver, since, until, **self._labels(severity, alert))
             name = RECEIVER_NAMES.get(receiver, receiver)
             if note is None:
                 self.missing(alert, severity, name)
@@ -150,7 +163,7 @@ class Judge:
         """The alerts Alertmanager named as inhibiting this one during the window."""
         since, until = self.window
         found = set()
-        for state in self.stack.am_states(alert, since, until, **self._labels(severity)):
+        for state in self.stack.am_states(alert, since, until, **self._labels(severity, alert)):
             for fingerprint in state.inhibited_by:
                 found.add(self.stack.fingerprints.get(fingerprint, {}).get("alertname", fingerprint))
         return found
@@ -189,7 +202,7 @@ class Judge:
     def not_at(self, alert: str, receiver: str, severity: str | None = None) -> None:
         """No firing notification of the alert reached this receiver."""
         since, until = self.window
-        labels = self._labels(severity)
+        labels = self._labels(severity, alert)
         notes = [
             n
             for n in self.stack.recorder.records(since, until)
@@ -207,7 +220,7 @@ class Judge:
         notes = [
             n
             for n in self.stack.recorder.records(since, until)
-            if n.receiver == receiver and n.firing(alert, **self._labels(severity))
+            if n.receiver == receiver and n.firing(alert, **self._labels(severity, alert))
         ]
         self.part.check(
             f"{alert} reaches the {RECEIVER_NAMES.get(receiver, receiver)} once",
@@ -218,7 +231,7 @@ class Judge:
     def firing_spans(self, alert: str, severity: str | None = None) -> list[tuple[float, float]]:
         """When Prometheus had the alert firing for this part's instance (from ALERTS)."""
         since, until = self.window
-        labels = {**self._labels(severity), "alertname": alert, "alertstate": "firing"}
+        labels = {**self._labels(severity, alert), "alertname": alert, "alertstate": "firing"}
         matchers = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
         return firing_spans(self.stack, f"ALERTS{{{matchers}}}", since, until)
 
@@ -227,7 +240,7 @@ class Judge:
         spans = self.firing_spans(alert, severity)
         since, until = self.window
         notes = [
-            n for n in self.stack.recorder.records(since, until) if n.firing(alert, **self._labels(severity))
+            n for n in self.stack.recorder.records(since, until) if n.firing(alert, **self._labels(severity, alert))
         ]
         what = f"{alert}{f' ({severity})' if severity else ''}"
         detail = why or "never firing"

@@ -184,7 +184,7 @@ class Drill:
 
     # helpers
     def part(self, key: str, title: str, instance: str, *panel_keys: str) -> Part:
-        made = Part(title, instance, [self.panels[k] for k in panel_keys])
+        made = Part(title, instance, [self.panels[k] for k in panel_keys], self.stack.model_of(instance))
         self.results[key].parts.append(made)
         return made
 

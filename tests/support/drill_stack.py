@@ -364,6 +364,10 @@ class DrillStack:
         made.start_sidecars()
         return made
 
+    def model_of(self, instance: str) -> str:
+        """The model a slot's server at `instance` serves ("" for no slot there)."""
+        return next((s.server.model_name for s in self._all_slots if s.instance == instance), "")
+
     def close(self) -> None:
         self._sampling.set()
         for made in self._all_slots:

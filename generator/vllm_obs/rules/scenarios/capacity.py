@@ -106,20 +106,13 @@ class _Cases:
     def recovery(self, fire_at: int) -> Case:
         """The only replica is back two minutes after the page: it stays open paging.recovery_for
         past the condition's last minute, then resolves (a keep_firing_for a minute off fails)."""
-        back = fire_at + 2
-        last = back - 1 + minutes(self.rule.keep_firing_for)
-        case = Case("VllmModelCapacityLow stays open for paging.recovery_for after the only replica is back")
-        self.io.serving(case, last + 2)
-        case.add(
-            series_text("up", {**self.io.base, **self.io.at_target(REPLICA)}),
-            f"1 0x{back - 2} 1x{last + 1 - back}",
+        return _held(
+            self.io,
+            self.rule,
+            fire_at,
+            "VllmModelCapacityLow stays open for paging.recovery_for after the only replica is back",
+            self.page(0, 1, {REPLICA: "down"}),
         )
-        case.checks = [
-            Check(back, self.rule.name, self.page(0, 1, {REPLICA: "down"})),
-            Check(last, self.rule.name, self.page(0, 1, {REPLICA: "down"})),
-            Check(last + 1, self.rule.name, []),
-        ]
-        return case
 
     def long_outage(self) -> list[Case]:
         """Six of ten replicas die and stay down for three hours, still discovered: the page stays
@@ -482,4 +475,30 @@ def lost_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     quarter = Case("VllmReplicaLost stays silent for one replica of four down: its model does not page")
     c.replicas(quarter, (REPLICA, *MORE_REPLICAS), {REPLICA: c.down_from_1()})
     quarter.checks = [Check(c.span - 1, rule.name, [])]
-    return [most, quarter]
+    cases = [most, quarter]
+    # paging.capacity_fraction from both sides on ten replicas, as the page has it.
+    bound = io.cfg.paging.capacity_fraction * len(TEN)
+    for side, scale in NEAR_SIDES if bound > 0 else ():
+        ready = round(bound * scale)
+        if ready == bound or not io.cfg.paging.min_ready_replicas <= ready < len(TEN):
+            continue
+        near = Case(f"VllmReplicaLost with {ready} of {len(TEN)} replicas ready, {side} paging.capacity_fraction")
+        c.replicas(near, TEN, {w: c.down_from_1() for w in TEN[ready:]})
+        named = [Expect(rule, {**io.result(w), "cause": "down"}, 1) for w in TEN[ready:]]
+        near.checks = [Check(fire_at, rule.name, named if ready < bound else [])]
+        cases.append(near)
+    named = [Expect(rule, {**io.result(REPLICA), "cause": "down"}, 1)]
+    title = "VllmReplicaLost stays for paging.recovery_for after the only replica is back"
+    return [*cases, _held(io, rule, fire_at, title, named)]
+
+
+def _held(io: Inputs, rule: Alert, fire_at: int, title: str, named: list[Expect]) -> Case:
+    """The only replica, down from minute 1, is back two minutes after `fire_at`: `named` fire
+    until keep_firing_for past the last minute down, and not a minute longer."""
+    back = fire_at + 2
+    last = back - 1 + minutes(rule.keep_firing_for)
+    case = Case(title)
+    io.serving(case, last + 2)
+    case.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1 0x{back - 2} 1x{last + 1 - back}")
+    case.checks = [Check(back, rule.name, named), Check(last, rule.name, named), Check(last + 1, rule.name, [])]
+    return case

@@ -5,6 +5,7 @@ open. Every check is judged where windows.py finds the tier's state certain."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import re
 
 from ...promql import bucket_text, number, seconds
@@ -42,7 +43,7 @@ def burn_cases(name: str) -> Builder:
         tiers = list(zip(BURN_TIERS, mine, strict=True))
         b = _Burn(io, target, tiers)
         cases = b.factor_cases() + b.one_window_cases() + b.floor_cases() + b.min_bad_cases()
-        cases += b.young_cases()
+        cases += b.young_cases() + b.recovery_cases()
         if name == "ttft":
             cases += b.outage_cases() + [b.backlog_case()]
         if name == "itl":
@@ -228,21 +229,26 @@ class _Burn:
 
     def min_bad_cases(self) -> list[Case]:
         """Each tier's minimum of bad events from both sides, a fifth away, on a quiet model whose
-        misses burn the tier and whose traffic passes its floor, three fifths of them in the long
-        window's first half; only where the floor allows so few bad events to burn the tier."""
+        misses burn the tier and whose traffic passes its floor: above, three fifths of them in the
+        long window's first half (a half window would read too few); below, seven tenths late (the
+        short window burns); only where the floor allows so few bad events to burn the tier."""
         cases = []
         for tier, rule in self.tiers:
             judge = self.judge(tier, rule)
-            low, high = 1.1 * judge.floor, 0.6 * judge.min_bad / judge.limit
+            low, high = 1.05 * judge.floor, 0.8 * judge.min_bad / judge.limit
             if low >= high:
                 continue  # the floor's events at this burn rate hold more bad ones than the minimum
             step, half = (1 if judge.long <= 60 else 5), judge.long // 2
             events = math.sqrt(low * high)  # over the long window
             at = judge.long + judge.for_ + 2 * step
             per_min = events / judge.long
-            for side, scale in (("above", 1.2), ("below", 0.8)):
-                early, late = (judge.min_bad * scale * share / half for share in (0.6, 0.4))
+            for side, scale, first in (("above", 1.2, 0.6), ("below", 0.8, 0.3)):
+                early, late = (judge.min_bad * scale * share / half for share in (first, 1 - first))
                 w = Windows(_uneven(per_min, early, per_min, late, half, at + 1), step, step)
+                # The minimum alone decides: a third lower, or half higher, and the tier flips.
+                assert w.firing(at, replace(judge, min_bad=judge.min_bad * (1.5 if side == "above" else 0.67))) != (
+                    side == "above"
+                ), (tier, side)
                 case = Case(
                     f"{self.name}: a quiet model ({number(round(events))} {self.slo.events} over {tier.long}) "
                     f"with {number(round(judge.min_bad * scale, 2))} bad ones, {side} slo.min_bad_events",
@@ -250,8 +256,33 @@ class _Burn:
                     interval=f"{step}m",
                 )
                 self.phased(case, [(0, per_min, early), (half, per_min, late)], at, step)
-                self.judged(case, w, tier, rule, [at])
+                # Above: also the minute before it fires, where a shorter window already would.
+                edge = self.boundary(w, tier, rule, step=step)[:1] if side == "above" else []
+                self.judged(case, w, tier, rule, edge + [at])
                 cases.append(_cut(case, step))
+        return cases
+
+    def recovery_cases(self) -> list[Case]:
+        """Each paging tier holds for its keep_firing_for once its windows stop burning, then
+        resolves: a steady burst well over the tier's rate, then none. Judged at the last minute
+        it holds and the first it does not, so a hold halved or doubled fails one of them."""
+        cases = []
+        for tier, rule in self.tiers:
+            judge = self.judge(tier, rule)
+            if not judge.keep:
+                continue
+            bad = round(PER_MIN * min(10 * judge.limit, 0.9))  # steep: the short window clears sharply
+            end = judge.for_ + 5
+            span = end + judge.short + 5 + judge.keep + 10
+            w = Windows(Traffic.parts(PER_MIN, [(0, bad), (end, 0)], span))
+            last = max(m for m in range(span) if w.firing(m, judge))
+            case = Case(
+                f"{self.name}: the {tier.long}/{tier.short} tier holds {rule.keep_firing_for} after its "
+                "windows stop burning, then resolves"
+            )
+            self.parts(case, PER_MIN, [(0, bad), (end, 0)], last + 2)
+            self.judged(case, w, tier, rule, [last, last + 1])
+            cases.append(_cut(case))
         return cases
 
     def phased(self, case: Case, phases: list[tuple[int, float, float]], span: int, step: int) -> None:
