@@ -148,7 +148,9 @@ class Judge:
         since, until = self.window
         since = self.part.trigger or since
         for receiver in receivers:
-            note = self.stack.recorder.first_firing(alert, receiver, since, until, **self._labels(severity, alert))
+            note = self.stack.recorder.first_firing(
+                alert, receiver, since, until, **self._labels(severity, alert)
+            )
             name = RECEIVER_NAMES.get(receiver, receiver)
             if note is None:
                 self.missing(alert, severity, name)
@@ -240,7 +242,9 @@ class Judge:
         spans = self.firing_spans(alert, severity)
         since, until = self.window
         notes = [
-            n for n in self.stack.recorder.records(since, until) if n.firing(alert, **self._labels(severity, alert))
+            n
+            for n in self.stack.recorder.records(since, until)
+            if n.firing(alert, **self._labels(severity, alert))
         ]
         what = f"{alert}{f' ({severity})' if severity else ''}"
         detail = why or "never firing"

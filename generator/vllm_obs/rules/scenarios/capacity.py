@@ -482,7 +482,9 @@ def lost_cases(rules: list[Alert], io: Inputs) -> list[Case]:
         ready = round(bound * scale)
         if ready == bound or not io.cfg.paging.min_ready_replicas <= ready < len(TEN):
             continue
-        near = Case(f"VllmReplicaLost with {ready} of {len(TEN)} replicas ready, {side} paging.capacity_fraction")
+        near = Case(
+            f"VllmReplicaLost with {ready} of {len(TEN)} replicas ready, {side} paging.capacity_fraction"
+        )
         c.replicas(near, TEN, {w: c.down_from_1() for w in TEN[ready:]})
         named = [Expect(rule, {**io.result(w), "cause": "down"}, 1) for w in TEN[ready:]]
         near.checks = [Check(fire_at, rule.name, named if ready < bound else [])]
@@ -500,5 +502,9 @@ def _held(io: Inputs, rule: Alert, fire_at: int, title: str, named: list[Expect]
     case = Case(title)
     io.serving(case, last + 2)
     case.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1 0x{back - 2} 1x{last + 1 - back}")
-    case.checks = [Check(back, rule.name, named), Check(last, rule.name, named), Check(last + 1, rule.name, [])]
+    case.checks = [
+        Check(back, rule.name, named),
+        Check(last, rule.name, named),
+        Check(last + 1, rule.name, []),
+    ]
     return case

@@ -5,8 +5,8 @@ open. Every check is judged where windows.py finds the tier's state certain."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 import re
+from dataclasses import replace
 
 from ...promql import bucket_text, number, seconds
 from ...vocabulary import BURN_TIERS, SCRAPE_HISTORY, BurnTier, ModelClass, SloTarget
@@ -246,9 +246,9 @@ class _Burn:
                 early, late = (judge.min_bad * scale * share / half for share in (first, 1 - first))
                 w = Windows(_uneven(per_min, early, per_min, late, half, at + 1), step, step)
                 # The minimum alone decides: a third lower, or half higher, and the tier flips.
-                assert w.firing(at, replace(judge, min_bad=judge.min_bad * (1.5 if side == "above" else 0.67))) != (
-                    side == "above"
-                ), (tier, side)
+                assert w.firing(
+                    at, replace(judge, min_bad=judge.min_bad * (1.5 if side == "above" else 0.67))
+                ) != (side == "above"), (tier, side)
                 case = Case(
                     f"{self.name}: a quiet model ({number(round(events))} {self.slo.events} over {tier.long}) "
                     f"with {number(round(judge.min_bad * scale, 2))} bad ones, {side} slo.min_bad_events",
