@@ -271,11 +271,15 @@ class _Burn:
             judge = self.judge(tier, rule)
             if not judge.keep:
                 continue
-            bad = round(PER_MIN * min(10 * judge.limit, 0.9))  # steep: the short window clears sharply
             end = judge.for_ + 5
             span = end + judge.short + 5 + judge.keep + 10
-            w = Windows(Traffic.parts(PER_MIN, [(0, bad), (end, 0)], span))
-            last = max(m for m in range(span) if w.firing(m, judge))
+            # Steep, so the short window clears sharply; eased until the minute it clears is certain.
+            for share in (min(10 * judge.limit, 0.9) * 0.95**k for k in range(12)):
+                bad = round(PER_MIN * share)
+                w = Windows(Traffic.parts(PER_MIN, [(0, bad), (end, 0)], span))
+                last = max(m for m in range(span) if w.firing(m, judge))
+                if w.certain(last, judge) and w.certain(last + 1, judge):
+                    break
             case = Case(
                 f"{self.name}: the {tier.long}/{tier.short} tier holds {rule.keep_firing_for} after its "
                 "windows stop burning, then resolves"
