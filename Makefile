@@ -14,8 +14,10 @@ LOCUST_VERSION := 2.47.0
 LOCUST_VENV := $(VLLM_OBS_CACHE)/locust-$(LOCUST_VERSION)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export VLLM_OBS_CACHE
+# `make check`'s selection: no real server or tool, no slow generation matrix.
+CHECK_MARKERS := not prometheus and not vllm and not drill and not matrix and not slow
 
-.PHONY: generate secrets test drill mutation venv system-deps vllm-venv locust-venv calibrate bench-alerts check-bundle clean
+.PHONY: generate secrets check test test-all drill mutation venv system-deps vllm-venv locust-venv calibrate bench-alerts check-bundle clean
 
 ## Generate the default bundle (embedded catalog of the newest vLLM release) into this checkout.
 generate: venv secrets
@@ -27,16 +29,31 @@ generate: venv secrets
 secrets:
 	$(PYTHON) stack/make_secrets.py secrets
 
-## Run the whole test suite: unit, promtool/amtool, real Alertmanager and Prometheus, real vLLM.
-## Everything but the drills runs on three workers (on two, a quarter of the two cores sat idle
-## while tests waited on real servers: scrapes, Alertmanager's group waits, a vLLM starting; a
-## third worker fills it); the drills run alone afterwards, because they time alerts on real
-## servers and another worker's load would skew the timings.
-## Both halves always run; the target fails if either does.
+## The quick tier: unit tests, declaration checks and the committed bundle's freshness; no binary
+## runs (a test that starts promtool, amtool, Prometheus, Alertmanager, mtail or vLLM without its
+## marker fails).
+check: venv
+	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" -n 2 -q
+
+## What CI runs: the quick tier, the committed bundle's promtool suite, one bundle per axis (an old
+## era, GPU with pod labels and clusters, a platform, a feature set; the other variants loaded by
+## promtool), the real servers and the drills. Everything but the drills runs on three workers (a
+## third fills the time the others wait on real servers); the drills run alone afterwards, because
+## they time alerts on real servers. Both halves always run; the target fails if either does.
 test: venv system-deps vllm-venv
+	@status=0; \
+	$(BIN)/python -m pytest -m "not drill and not matrix" -n 3 --dist worksteal --durations=15 || status=1; \
+	$(BIN)/python -m pytest -m drill || status=1; \
+	exit $$status
+
+## The full matrix: `make test` plus every variant bundle's generated promtool tests (8 release
+## eras, 4 expositions, features, platforms, GPU, pod labels, clusters, a user's thresholds, the
+## fast clock) and the mutation sample, then the mutation report (docs/mutation.md).
+test-all: venv system-deps vllm-venv
 	@status=0; \
 	$(BIN)/python -m pytest -m "not drill" -n 3 --dist worksteal --durations=15 || status=1; \
 	$(BIN)/python -m pytest -m drill || status=1; \
+	$(BIN)/python -m benchmarks.mutation || status=1; \
 	exit $$status
 
 ## The live drills alone (part of `make test` too): real vLLM servers broken on purpose under the

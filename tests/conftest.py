@@ -7,11 +7,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import binary_guard
 from tests.support.rule_slices import PASSED_DIR_ENV
 from tests.support.vllm_server import VllmServer, send_traffic
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
+
+binary_guard.install()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    binary_guard.running(item.nodeid, {mark.name for mark in item.iter_markers()})
+    try:
+        yield
+    finally:
+        binary_guard.stopped()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -18,6 +18,8 @@ import yaml
 from benchmarks.alert_quality.run import _close_loop, scrape_from_files
 from benchmarks.alert_quality.traces import TRACES, trace_dir
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "benchmarks" / "alert_quality" / "scenarios" / "smoke.yaml"
 
@@ -32,6 +34,7 @@ def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.prometheus
 def test_the_smoke_scenario_pages_for_lost_capacity_and_not_for_a_planned_restart(tmp_path):
     """The bundle and the workbook rule set watch one simulation, each on its own Prometheus and
     Alertmanager."""

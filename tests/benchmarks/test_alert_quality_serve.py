@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from benchmarks.alert_quality.canary import Canary
@@ -23,6 +24,7 @@ from tests.support.vllm_server import free_port
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.prometheus
 def test_prometheus_scrapes_the_fleet_its_log_exporters_and_the_canary_through_the_bundles_jobs(tmp_path):
     epoch = time.time()
     fleet = Fleet(

@@ -94,12 +94,15 @@ def scaled_rule_tests(folder: Path, factor: float) -> list[Path]:
     return out
 
 
+@pytest.mark.prometheus
+@pytest.mark.matrix
 def test_the_bundles_own_promtool_tests_pass_on_the_fast_clock(tmp_path):
     assert len(scaled_rule_tests(tmp_path, FACTOR)) >= 10
     failures = promtool_each_file_on_its_slice(tmp_path)
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.prometheus
 @pytest.mark.parametrize(
     "left_out, pattern, tests",
     [

@@ -321,6 +321,7 @@ def _every_group_evaluated_since(prom: Prometheus, since: float) -> bool:
     return bool(stamps) and min(stamps) >= since
 
 
+@pytest.mark.prometheus
 def test_variants_keep_every_name_alerts_and_dashboards_read(tmp_path):
     bundle = generate(tmp_path, 9)
     rule_files = sorted((bundle / "alerts").glob("*.rules.yml"))

@@ -33,6 +33,7 @@ def test_the_report_is_of_these_rules_and_tests(tmp_path):
         assert written == current[bundle](), "docs/mutation.md is stale: run `make mutation` and commit it"
 
 
+@pytest.mark.matrix
 def test_a_fixed_sample_of_verdicts_holds():
     _, survivors = reported()
     bundle = Bundle(REPO)

@@ -15,6 +15,8 @@ import pytest
 
 from .stackfiles import REPO
 
+pytestmark = pytest.mark.slow
+
 ENTRYPOINT = REPO / "stack" / "vllm_entrypoint.py"
 
 

@@ -18,10 +18,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.exporter.helpers import LOGS, ExporterProcess, run_once, samples, wait_until
 from tests.support.vllm_server import free_port
 
 from .stackfiles import REPO
+
+pytestmark = pytest.mark.slow
 
 ENTRYPOINT = REPO / "stack" / "vllm_entrypoint.py"
 CAPTURES = [

@@ -114,6 +114,7 @@ def test_a_server_that_failed_to_start(tmp_path):
     assert run.code == 1
 
 
+@pytest.mark.prometheus
 def test_a_server_whose_engine_fault_tolerance_holds(tmp_path):
     """The 0.34 fault-tolerance log cut after its first refused request: the server is up, its
     engine faulted (the log exporter's state `faulted`), which the doctor names as a failure."""

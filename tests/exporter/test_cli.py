@@ -16,6 +16,8 @@ from tests.support.vllm_server import free_port
 
 from .helpers import HONOUR_FILE_MODES, LOGS, exporter, exporter_command, run_once, samples, wait_until
 
+pytestmark = pytest.mark.slow
+
 START = (
     "(APIServer pid=1) INFO 11-29 10:00:00 [api_utils.py:286] non-default args: {}\n"
     "INFO:     Application startup complete.\n"

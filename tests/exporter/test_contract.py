@@ -25,6 +25,8 @@ from tests.support.vllm_server import free_port
 from .contract_check import Scrape, parse, series, undeclared, unseen, with_value, without_value
 from .helpers import HONOUR_FILE_MODES, LOGS, exporter, run_once
 
+pytestmark = pytest.mark.slow
+
 CONTRACT = vllm_obs_contract.log_exporter()
 
 UNREACHABLE: dict[str, str] = {}

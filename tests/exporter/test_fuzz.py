@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
@@ -11,6 +12,8 @@ from vllm_log_exporter.metrics import build_registry
 from vllm_log_exporter.patterns import DEATH_REASONS, EVENTS, REASONS, load_patterns
 
 from .helpers import LOGS, FakeClock, make_pipeline, samples
+
+pytestmark = pytest.mark.slow
 
 PATTERNS = load_patterns()
 REAL_LINES = sorted(

@@ -15,6 +15,8 @@ import pytest
 import yaml
 from vllm_obs.cli import main as vllm_obs
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
 GOOD = (FIXTURES / "vllm-0.32.0-cpu-traffic.prom").read_text()
 

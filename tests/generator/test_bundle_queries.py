@@ -17,6 +17,8 @@ from vllm_obs.catalog import Catalog
 from tests.support.bundles import dashboard_exprs, generate, recorded_names, rule_exprs, selected_names
 from tests.support.exposed import PROMETHEUS_OWN, exporter_series, exposition_names
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
 CATALOG = Catalog.load()
 # dcgm-exporter's pages are no vLLM source: the GPU layer's tests (test_gpu.py) serve them.

@@ -25,6 +25,8 @@ from tests.support.bundles import (
 )
 from tests.support.expositions import catalog_exposition
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).parent.parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "metrics"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -363,6 +365,7 @@ def test_version_stat_shows_the_version_label():
     assert panel["targets"][0]["legendFormat"] == "{{version}}"
 
 
+@pytest.mark.prometheus
 def test_lora_counts_come_from_the_adapter_lists(featured, tmp_path):
     """The LoRA recording rules, run by the real promtool on a server whose adapters change."""
     name = "vllm:lora_requests_info"

@@ -39,6 +39,7 @@ def test_the_real_spec_decode_capture_gets_the_acceptance_alert(tmp_path):
     assert "VllmSpecDecodeAcceptanceLow" not in alert_names(plain)
 
 
+@pytest.mark.matrix
 def test_the_real_data_parallel_capture_names_the_engine(tmp_path):
     bundle = generate(tmp_path / "b", "--metrics-file", str(METRICS / "vllm-0.32.0-cpu-data-parallel.prom"))
     rules = yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())
@@ -48,23 +49,18 @@ def test_the_real_data_parallel_capture_names_the_engine(tmp_path):
     check_and_test(bundle, **ANOTHER_RELEASE)
 
 
+FEATURE_BUNDLES = [
+    # the one `make test` runs; the full matrix runs them all
+    ("--vllm-version", "0.33.0", "--feature", "spec_decode", "--feature", "nixl", "--feature", "kv_offload"),
+    ("--vllm-version", "0.33.0", "--feature", "lora"),
+    ("--vllm-version", "0.8.3", "--engine", "v0", "--feature", "spec_decode"),  # V0's gauge
+    ("--vllm-version", "0.26.0", "--feature", "kv_offload"),  # allocation failures from 0.26
+]
+
+
 @pytest.mark.parametrize(
     "args",
-    [
-        (
-            "--vllm-version",
-            "0.33.0",
-            "--feature",
-            "spec_decode",
-            "--feature",
-            "nixl",
-            "--feature",
-            "kv_offload",
-        ),
-        ("--vllm-version", "0.33.0", "--feature", "lora"),
-        ("--vllm-version", "0.8.3", "--engine", "v0", "--feature", "spec_decode"),  # V0's gauge
-        ("--vllm-version", "0.26.0", "--feature", "kv_offload"),  # allocation failures from 0.26
-    ],
+    [FEATURE_BUNDLES[0], *(pytest.param(a, marks=pytest.mark.matrix) for a in FEATURE_BUNDLES[1:])],
     ids=lambda a: " ".join(a),
 )
 def test_feature_bundles_pass_their_promtool_tests(args, tmp_path):

@@ -10,7 +10,10 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from vllm_obs.cli import main as vllm_obs
+
+pytestmark = pytest.mark.slow
 
 GOOD = (Path(__file__).parent.parent / "fixtures" / "metrics" / "vllm-0.32.0-cpu-traffic.prom").read_bytes()
 TOKEN = "s3cret-token"

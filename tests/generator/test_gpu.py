@@ -35,6 +35,8 @@ from tests.support.exposed import exporter_series
 from tests.support.monitoring import Prometheus
 from tests.support.stand_in import stand_in
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
 HOST_PAGE = FIXTURES / "dcgm-exporter-4.8.3-host.prom"
 OPERATOR_PAGE = FIXTURES / "dcgm-exporter-gpu-operator.prom"
@@ -283,8 +285,15 @@ def test_the_check_catches_an_undeclared_dcgm_series(bundles, exporter, tmp_path
 # -- promtool ------------------------------------------------------------------------------------
 
 
+# `make test` runs pod-multi-cluster's whole suite (GPU, pod join and cluster together) and
+# custom's GPU tests; the full matrix runs every bundle's.
+IN_MAKE_TEST = ("pod-multi-cluster", "custom")
+
+
 @pytest.mark.prometheus
-@pytest.mark.parametrize("name", list(BUNDLES))
+@pytest.mark.parametrize(
+    "name", [n if n in IN_MAKE_TEST else pytest.param(n, marks=pytest.mark.matrix) for n in BUNDLES]
+)
 def test_gpu_bundles_pass_promtool_and_their_generated_tests(bundles, name):
     bundle = bundles[name]
     if name in ("instance", "instance-multi-cluster", "pod", "pod-multi-cluster", "max-num-seqs"):

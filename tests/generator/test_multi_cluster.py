@@ -25,6 +25,7 @@ def bundle(tmp_path_factory) -> Path:
     return generate(tmp_path_factory.mktemp("mc") / "bundle", config=MULTI)
 
 
+@pytest.mark.matrix
 def test_rule_files_pass_promtool_check_and_their_two_cluster_tests(bundle):
     check_and_test(bundle)
     # The generated cases place the neighbour in the other cluster under the same instance name.

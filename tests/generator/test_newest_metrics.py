@@ -76,6 +76,8 @@ def fault_tolerant(tmp_path_factory) -> Path:
     return generate(directory / "bundle", "--metrics-file", str(exposition))
 
 
+@pytest.mark.prometheus
+@pytest.mark.matrix
 def test_an_unhealthy_engine_takes_its_replica_out_of_the_model_s_capacity(fault_tolerant) -> None:
     manifest = (fault_tolerant / ".vllm-obs-manifest.json").read_text()
     assert "a release newer than the catalog" in manifest

@@ -29,6 +29,8 @@ from tests.support.bundles import selected_names, substitute
 from tests.support.exposed import PROMETHEUS_OWN, exporter_series, exposition_names
 from tests.support.shared import shared_file
 
+pytestmark = pytest.mark.slow
+
 METRICS = Path(__file__).parent.parent / "fixtures" / "metrics"
 FIELD = METRICS / "field"
 SHARED_GPU = "reference/field/vllm-nvidia-25.09-gpu.prom"  # a real GPU server, under ../shared

@@ -32,6 +32,7 @@ def _groups(rule_files: list[Path]) -> list[dict]:
     return [g for path in rule_files for g in yaml.safe_load(path.read_text())["groups"]]
 
 
+@pytest.mark.matrix
 def test_rule_files_pass_promtool_check_and_their_two_namespace_tests(bundle):
     check_and_test(bundle)
     inputs = (bundle / "tests" / "rules" / "latency.test.yml").read_text()

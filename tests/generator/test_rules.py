@@ -31,6 +31,7 @@ from tests.support.monitoring import binary
 from tests.support.rule_slices import RuleFiles, promtool_each_file_on_its_slice
 
 pytestmark = pytest.mark.prometheus
+MATRIX = pytest.mark.matrix
 
 REPO = Path(__file__).parent.parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "metrics"
@@ -86,6 +87,7 @@ def check_and_test(
         assert not failures, "\n".join(failures)
 
 
+@pytest.mark.matrix
 def test_the_committed_bundle_passes_promtool_as_a_user_runs_it():
     """Every file as a user runs it, but the burn scenarios (two minutes of promtool on their
     own), which the sliced run below takes, as it does for every other bundle."""
@@ -135,7 +137,10 @@ NO_FAILURE_COUNT = ("0.7.1", "v1")
 CANARY_OFF = {"prometheus": {"probes": []}}
 
 
-@pytest.mark.parametrize("release, engine", ERAS, ids=lambda v: v)
+# `make test` runs the oldest era's generated tests; the full matrix runs every era's.
+@pytest.mark.parametrize(
+    "release, engine", [era if era == ERAS[0] else pytest.param(*era, marks=MATRIX) for era in ERAS], ids=str
+)
 def test_every_engine_family_and_naming_era(release, engine, tmp_path):
     # The era that counts no failure runs with the canary off: its bundle's own tests pass
     # without an availability alert (the test below), one bundle for the two.
@@ -159,14 +164,16 @@ def test_a_source_that_counts_no_failure_has_no_availability_page_without_a_cana
     assert "alert: VllmAvailabilityBudgetBurn" in (on / "alerts" / "vllm-alerts.rules.yml").read_text()
 
 
+EXPOSITIONS = [
+    "reference/vllm-0.34.0-v1.prom",  # the newest release, in `make test`
+    "vllm-0.32.0-cpu-traffic.prom",
+    "reference/vllm-0.9.0-v0.prom",
+    "reference/vllm-0.20.0-v1.prom",
+]
+
+
 @pytest.mark.parametrize(
-    "fixture",
-    [
-        "vllm-0.32.0-cpu-traffic.prom",
-        "reference/vllm-0.9.0-v0.prom",
-        "reference/vllm-0.20.0-v1.prom",
-        "reference/vllm-0.34.0-v1.prom",
-    ],
+    "fixture", [EXPOSITIONS[0], *(pytest.param(f, marks=MATRIX) for f in EXPOSITIONS[1:])]
 )
 def test_bundles_from_expositions(fixture, tmp_path):
     check_and_test(
@@ -198,6 +205,7 @@ CUSTOM = {
 }
 
 
+@pytest.mark.matrix
 def test_a_user_who_changes_thresholds_gets_tests_that_pin_the_new_ones(tmp_path):
     bundle = generate(tmp_path / "bundle", config=CUSTOM)
     check_and_test(bundle)

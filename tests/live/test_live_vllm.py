@@ -28,7 +28,7 @@ import yaml
 from tests.generator.test_bundle_queries import unexposed
 from tests.generator.test_rules import check_and_test
 from tests.probe.helpers import running_probe
-from tests.support.bundles import dashboard_panels, dashboards, expand, generate, substitute
+from tests.support.bundles import ANOTHER_RELEASE, dashboard_panels, dashboards, expand, generate, substitute
 from tests.support.exposed import exporter_series, exposition_names
 from tests.support.monitoring import Alertmanager, Prometheus
 from tests.support.vllm_server import MODEL_NAME, VllmServer, free_port, http_get, send_traffic
@@ -111,7 +111,7 @@ def test_generate_from_the_live_server_queries_only_what_it_exposes(vllm_with_tr
     assert unexposed(bundle, exposition_names(page), exporter) == {}
     manifest = (bundle / ".vllm-obs-manifest.json").read_text()
     assert "engine v1, looks like vLLM 0.32.0 to 0.34.0" in manifest
-    check_and_test(bundle)
+    check_and_test(bundle, **ANOTHER_RELEASE)
 
 
 @pytest.fixture(scope="module")

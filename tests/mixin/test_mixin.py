@@ -17,6 +17,8 @@ from vllm_obs.mixin.knobs import MARKER
 from tests.generator.test_rules import promtool
 from tests.support.bundles import generate
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
 MIXIN_FILES = {
     "mixin.libsonnet",

@@ -17,6 +17,8 @@ from tests.support.vllm_server import free_port
 
 from .helpers import Reply, StandIn, completion_reply, probe_command, running_probe, samples, wait_until
 
+pytestmark = pytest.mark.slow
+
 URL = "http://127.0.0.1:8000"
 
 

@@ -16,6 +16,8 @@ from tests.support.vllm_server import free_port
 from .helpers import Reply, StandIn, completion_reply, running_probe
 from .helpers import series as sample
 
+pytestmark = pytest.mark.slow
+
 CONTRACT = vllm_obs_contract.probe()
 
 UNREACHABLE: dict[str, str] = {}

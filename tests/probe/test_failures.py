@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from prometheus_client.utils import floatToGoString
 from vllm_probe.metrics import BUCKETS
 from vllm_probe.outcome import REASONS
@@ -27,6 +28,8 @@ from .helpers import (
     running_probe,
     series,
 )
+
+pytestmark = pytest.mark.slow
 
 # Short cycles, with a timeout a loopback answer meets even on a loaded machine.
 FAST = ("--interval", "0.5", "--timeout", "0.45")

@@ -7,12 +7,15 @@ The real hang (a vLLM engine stopped with SIGSTOP) is in test_live_vllm.py.
 
 from __future__ import annotations
 
+import pytest
 from vllm_probe.metrics import ProbeMetrics
 from vllm_probe.outcome import HTTP_4XX, HTTP_5XX, REFUSED, TIMEOUT, Outcome
 
 from tests.support.vllm_server import http_get
 
 from .helpers import Reply, StandIn, completion_reply, running_probe, series
+
+pytestmark = pytest.mark.slow
 
 FAST = ("--interval", "0.5", "--timeout", "0.45")
 OK = Outcome.success(0.1, 200)

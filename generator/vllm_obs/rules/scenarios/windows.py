@@ -44,7 +44,8 @@ class Tier:
 
 def _rate(counts: list[float], k: int, interval: int) -> float | None:
     """rate(x[5m]) at minute k, x sampled every `interval` minutes (Prometheus 2: a closed range)."""
-    times = [s for s in range(0, k + 1, interval) if s >= k - 5]
+    start = max(0, k - 5)
+    times = range(start + (-start) % interval, k + 1, interval)  # the samples in [k - 5, k]
     if len(times) < 2:
         return None
     first, last = times[0], times[-1]
