@@ -36,8 +36,8 @@ check: venv
 	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" -n 2 -q
 
 ## What CI runs: the quick tier, the committed bundle's promtool suite, one bundle per axis (an old
-## era, GPU with pod labels and clusters, a platform, a feature set; the other variants loaded by
-## promtool), the real servers and the drills. Everything but the drills runs on three workers (a
+## era, GPU with pod labels and clusters, a platform, the 0.34 exposition; the other variants
+## loaded by promtool), the real servers and the drills. Everything but the drills runs on three workers (a
 ## third fills the time the others wait on real servers); the drills run alone afterwards, because
 ## they time alerts on real servers. Both halves always run; the target fails if either does.
 test: venv system-deps vllm-venv

@@ -49,8 +49,9 @@ def test_the_real_data_parallel_capture_names_the_engine(tmp_path):
     check_and_test(bundle, **ANOTHER_RELEASE)
 
 
+# Their generated suites run in the full matrix; `make test` loads them (test_variants.py) and
+# runs the feature cases' drift tests below.
 FEATURE_BUNDLES = [
-    # the one `make test` runs; the full matrix runs them all
     ("--vllm-version", "0.33.0", "--feature", "spec_decode", "--feature", "nixl", "--feature", "kv_offload"),
     ("--vllm-version", "0.33.0", "--feature", "lora"),
     ("--vllm-version", "0.8.3", "--engine", "v0", "--feature", "spec_decode"),  # V0's gauge
@@ -60,7 +61,7 @@ FEATURE_BUNDLES = [
 
 @pytest.mark.parametrize(
     "args",
-    [FEATURE_BUNDLES[0], *(pytest.param(a, marks=pytest.mark.matrix) for a in FEATURE_BUNDLES[1:])],
+    [pytest.param(a, marks=pytest.mark.matrix) for a in FEATURE_BUNDLES],
     ids=lambda a: " ".join(a),
 )
 def test_feature_bundles_pass_their_promtool_tests(args, tmp_path):

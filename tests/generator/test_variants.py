@@ -35,7 +35,7 @@ VARIANTS: dict[str, tuple[tuple[str, ...], dict | None]] = {
         for release, engine in ERAS[1:]
     },
     **{f"exposition-{name}": (("--metrics-file", str(FIXTURES / name)), None) for name in EXPOSITIONS[1:]},
-    **{f"features-{' '.join(args)}": (args, None) for args in FEATURE_BUNDLES[1:]},
+    **{f"features-{' '.join(args)}": (args, None) for args in FEATURE_BUNDLES},
     **{
         f"platform-{key}": (("--metrics-file", str(fixture)), None)
         for key, (_, fixture) in PLATFORMS.items()
