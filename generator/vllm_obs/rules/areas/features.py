@@ -15,17 +15,7 @@ from ...vocabulary import Vocabulary, by
 from ..declaration import PER_REPLICA, Declared
 from ..model import Alert, Recording
 from ..runbook_kit import Section
-from ..scenario_kit import (
-    Case,
-    Check,
-    Expect,
-    Inputs,
-    boundary,
-    held_checks,
-    held_event,
-    minutes,
-    series_text,
-)
+from ..scenarios.features import imbalance_cases, kv_transfer_cases, rejected_cases, spec_decode_cases
 
 GROUP = "vllm-obs.features"
 
@@ -58,7 +48,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "For a draft model, use one trained or fine-tuned like the target model.",
                 ],
             ),
-            scenarios=_spec_decode,
+            scenarios=spec_decode_cases,
             symptoms=(PER_REPLICA,),
         ),
         Declared(
@@ -81,7 +71,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "If bursts are short, raise the queue limits so they wait instead of failing.",
                 ],
             ),
-            scenarios=_rejected,
+            scenarios=rejected_cases,
             symptoms=(PER_REPLICA,),
         ),
         Declared(
@@ -108,7 +98,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "amount offloaded.",
                 ],
             ),
-            scenarios=_kv_transfer,
+            scenarios=kv_transfer_cases,
             symptoms=(PER_REPLICA,),
         ),
         Declared(
@@ -132,7 +122,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "or an external router's policy); avoid pinning long sessions to one engine.",
                 ],
             ),
-            scenarios=_imbalance,
+            scenarios=imbalance_cases,
             symptoms=(PER_REPLICA,),
         ),
     ]
@@ -286,98 +276,3 @@ def _imbalance_rules(v: Vocabulary) -> list[Alert]:
                 )
             )
     return out
-
-
-# -- promtool scenarios --------------------------------------------------------------------
-
-
-def _spec_decode(rules: list[Alert], io: Inputs) -> list[Case]:
-    (rule,) = rules
-    limit = rule.threshold
-    span = minutes(rule.for_) + 5
-    res = io.res
-    cases = []
-    # Just below and just above the threshold, so a moved threshold fails one of them.
-    for title, share in (("fires", round(limit * 0.9, 6)), ("stays silent", min(1.0, round(limit * 1.1, 6)))):
-        case = Case(f"VllmSpecDecodeAcceptanceLow {title} at {share:g} of draft tokens accepted")
-        if "spec_decode_acceptance_rate" in res.signals and "spec_decode_accepted_tokens" not in res.signals:
-            io.gauge(case, res["spec_decode_acceptance_rate"], share, span)
-            start = 0
-        else:
-            io.counter(case, res["spec_decode_draft_tokens"], 300, span)
-            io.counter(case, res["spec_decode_accepted_tokens"], round(300 * share, 6), span)
-            if "spec_decode_drafts" in res.signals:
-                io.counter(case, res["spec_decode_drafts"], 100, span)
-            start = 1  # rate() needs two samples
-        if share < limit:
-            case.checks = boundary(rule.name, start, rule.for_, [Expect(rule, io.result(), share)])
-        else:
-            case.checks = [Check(span - 1, rule.name, [])]
-        cases.append(case)
-    return cases
-
-
-def _rejected(rules: list[Alert], io: Inputs) -> list[Case]:
-    (rule,) = rules
-    sig = io.res["admission_rejections"]
-    span = minutes(rule.for_) + 5
-    fire = Case(f"VllmRequestsRejected fires after {rule.for_} of rejections, naming the reason")
-    io.counter(fire, sig, 60, span, reason="max_num_queued_reqs")
-    io.counter(fire, sig, 0, span, reason="max_num_queued_tokens")
-    # rate() divides what the window saw by the whole window: short of a full window, less.
-    fire_at, window = 1 + minutes(rule.for_), minutes(io.cfg.alerts.rate_window)
-    value = round(60 * min(fire_at, window) / (window * 60), 10)
-    fire.checks = boundary(
-        rule.name, 1, rule.for_, [Expect(rule, {**io.result(), "reason": "max_num_queued_reqs"}, value)]
-    )
-    quiet = Case("VllmRequestsRejected stays silent while nothing is rejected")
-    io.counter(quiet, sig, 0, span, reason="max_num_queued_reqs")
-    quiet.checks = [Check(span - 1, rule.name, [])]
-    return [fire, quiet]
-
-
-def _kv_transfer(rules: list[Alert], io: Inputs) -> list[Case]:
-    keys = {"nixl": "nixl_failed_transfers", "offload": "kv_offload_allocation_failures"}
-    cases = []
-    for rule in rules:
-        connector = rule.labels["connector"]
-        sig = io.res[keys[connector]]
-        window = minutes(io.cfg.alerts.kv_transfer_window)
-        fire = Case(
-            f"VllmKVTransferFailures ({connector}) fires on the first failure, without waiting, "
-            "and stays for alerts.kv_transfer_window"
-        )
-        labels = io.labels(signal=sig)
-        fire.add(series_text(sig.name, labels), held_event(window))
-        fire.checks = held_checks(rule.name, window, [Expect(rule, io.result(), 1)])
-        quiet = Case(f"VllmKVTransferFailures ({connector}) stays silent without failures")
-        quiet.add(series_text(sig.name, labels), "0+0x7")
-        quiet.checks = [Check(5, rule.name, [])]
-        cases += [fire, quiet]
-    return cases
-
-
-def _imbalance(rules: list[Alert], io: Inputs) -> list[Case]:
-    keys = {"kv": "kv_cache_usage", "queue": "requests_waiting"}
-    cases = []
-    for rule in rules:
-        signal = rule.labels["signal"]
-        sig = io.res[keys[signal]]
-        limit = rule.threshold
-        span = minutes(rule.for_) + 5
-        # Spreads just above and just below the threshold, so a moved threshold fails one of them.
-        hot = 1.0 if signal == "kv" else limit * 2
-        wide, narrow = round(limit * 1.1, 6), round(limit * 0.9, 6)
-        fire = Case(f"VllmEngineImbalance ({signal}) fires when one engine is {wide:g} from its sibling")
-        io.gauge(fire, sig, hot, span, engine="0")
-        io.gauge(fire, sig, round(hot - wide, 6), span, engine="1")
-        fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, io.result(), wide)])
-        even = Case(f"VllmEngineImbalance ({signal}) stays silent {narrow:g} apart")
-        io.gauge(even, sig, hot, span, engine="0")
-        io.gauge(even, sig, round(hot - narrow, 6), span, engine="1")
-        even.checks = [Check(span - 1, rule.name, [])]
-        alone = Case(f"VllmEngineImbalance ({signal}) stays silent on a single engine")
-        io.gauge(alone, sig, hot, span, engine="0")
-        alone.checks = [Check(span - 1, rule.name, [])]
-        cases += [fire, even, alone]
-    return cases

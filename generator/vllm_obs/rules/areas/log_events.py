@@ -9,20 +9,7 @@ from ...vocabulary import Vocabulary
 from ..declaration import DEAD_SERVER, PER_REPLICA, Declared, Inhibition
 from ..model import Alert
 from ..runbook_kit import Section
-from ..scenario_kit import (
-    EXPORTER_ADDRESS,
-    REPLICA,
-    Builder,
-    Case,
-    Check,
-    Expect,
-    Inputs,
-    boundary,
-    held_checks,
-    held_event,
-    minutes,
-    series_text,
-)
+from ..scenarios.log_events import exporter_down_cases, log_event_cases
 
 GROUP = "vllm-obs.log-events"
 
@@ -72,7 +59,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "gives its exit code and reason.",
                 ],
             ),
-            scenarios=_log_event("engine_dead"),
+            scenarios=log_event_cases("engine_dead"),
             # A dead engine explains its own latency, queue, cache, stall and error alerts.
             inhibits=(Inhibition(symptoms=(DEAD_SERVER,)), _DOWN),
             symptoms=(PER_REPLICA,),
@@ -109,7 +96,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "`kubectl logs POD --previous` shows the CUDA error when it was the GPU.",
                 ],
             ),
-            scenarios=_log_event("oom"),
+            scenarios=log_event_cases("oom"),
             # An out-of-memory that killed the engine, or the start it failed, notifies once, with
             # its cause (the log exporter counts an OOM during a start as both).
             inhibits=(Inhibition(alerts=("VllmEngineDead", "VllmStartupFailed")),),
@@ -150,7 +137,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "(`lastState.terminated.reason: Error`, exit 137) before it can fail on its own.",
                 ],
             ),
-            scenarios=_log_event("startup_failed"),
+            scenarios=log_event_cases("startup_failed"),
             inhibits=(_DOWN,),
             symptoms=(PER_REPLICA,),
         ),
@@ -171,7 +158,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
                 act=["Restart the sidecar; check that the vLLM log file or pipe is mounted where it reads."],
             ),
-            scenarios=_exporter_down,
+            scenarios=exporter_down_cases,
         ),
     ]
 
@@ -211,47 +198,3 @@ def _exporter_down_rule(v: Vocabulary) -> list[Alert]:
             dashboard="failures",
         )
     ]
-
-
-# -- promtool scenarios --------------------------------------------------------------------
-
-
-def _log_event(event: str) -> Builder:
-    def build(rules: list[Alert], io: Inputs) -> list[Case]:
-        (rule,) = rules
-        job = io.cfg.prometheus.log_exporter_job
-        labels = {"job": job, **io.at_target(REPLICA), "exporter_address": EXPORTER_ADDRESS}
-        window = minutes(io.cfg.alerts.log_event_window)
-        fire = Case(
-            f"{rule.name} fires on the first evaluation after an {event} event, without waiting, "
-            f"and stays for alerts.log_event_window"
-        )
-        for other in ("oom", "engine_dead", "startup_failed", "request_error"):
-            values = held_event(window) if other == event else f"0+0x{window + 5}"
-            fire.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
-        fire.checks = held_checks(rule.name, window, [Expect(rule, {**labels, "event": event}, 1)])
-        quiet = Case(f"{rule.name} stays silent when only other events happen")
-        for other in ("oom", "engine_dead", "startup_failed", "request_error"):
-            values = "0+0x7" if other == event else "0 0 0 1 1 1 1 1"
-            quiet.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
-        quiet.checks = [Check(5, rule.name, [])]
-        return [fire, quiet]
-
-    return build
-
-
-def _exporter_down(rules: list[Alert], io: Inputs) -> list[Case]:
-    (rule,) = rules
-    labels = {
-        "job": io.cfg.prometheus.log_exporter_job,
-        **io.at_target(REPLICA),
-        "exporter_address": EXPORTER_ADDRESS,
-    }
-    span = minutes(rule.for_) + 5
-    down = Case(f"VllmLogExporterDown fires after {rule.for_} of failed scrapes")
-    down.add(series_text("up", labels), f"0+0x{span}")
-    down.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 0)])
-    up = Case("VllmLogExporterDown stays silent while the exporter answers")
-    up.add(series_text("up", labels), f"1+0x{span}")
-    up.checks = [Check(span - 1, rule.name, [])]
-    return [down, up]

@@ -1,1 +1,1 @@
-"""promtool cases, one module per area whose cases outgrew its declarations."""
+"""promtool cases, one module per area of rules/areas/, which imports its cases from here."""

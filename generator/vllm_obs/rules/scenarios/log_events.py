@@ -1,0 +1,61 @@
+"""promtool cases of the log events: each fires on its first event and holds for its window, stays
+silent on the others, and the log exporter's own scrapes."""
+
+from __future__ import annotations
+
+from ..model import Alert
+from ..scenario_kit import (
+    EXPORTER_ADDRESS,
+    REPLICA,
+    Builder,
+    Case,
+    Check,
+    Expect,
+    Inputs,
+    boundary,
+    held_checks,
+    held_event,
+    minutes,
+    series_text,
+)
+
+
+def log_event_cases(event: str) -> Builder:
+    def build(rules: list[Alert], io: Inputs) -> list[Case]:
+        (rule,) = rules
+        job = io.cfg.prometheus.log_exporter_job
+        labels = {"job": job, **io.at_target(REPLICA), "exporter_address": EXPORTER_ADDRESS}
+        window = minutes(io.cfg.alerts.log_event_window)
+        fire = Case(
+            f"{rule.name} fires on the first evaluation after an {event} event, without waiting, "
+            f"and stays for alerts.log_event_window"
+        )
+        for other in ("oom", "engine_dead", "startup_failed", "request_error"):
+            values = held_event(window) if other == event else f"0+0x{window + 5}"
+            fire.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
+        fire.checks = held_checks(rule.name, window, [Expect(rule, {**labels, "event": event}, 1)])
+        quiet = Case(f"{rule.name} stays silent when only other events happen")
+        for other in ("oom", "engine_dead", "startup_failed", "request_error"):
+            values = "0+0x7" if other == event else "0 0 0 1 1 1 1 1"
+            quiet.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
+        quiet.checks = [Check(5, rule.name, [])]
+        return [fire, quiet]
+
+    return build
+
+
+def exporter_down_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+    (rule,) = rules
+    labels = {
+        "job": io.cfg.prometheus.log_exporter_job,
+        **io.at_target(REPLICA),
+        "exporter_address": EXPORTER_ADDRESS,
+    }
+    span = minutes(rule.for_) + 5
+    down = Case(f"VllmLogExporterDown fires after {rule.for_} of failed scrapes")
+    down.add(series_text("up", labels), f"0+0x{span}")
+    down.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, 0)])
+    up = Case("VllmLogExporterDown stays silent while the exporter answers")
+    up.add(series_text("up", labels), f"1+0x{span}")
+    up.checks = [Check(span - 1, rule.name, [])]
+    return [down, up]
