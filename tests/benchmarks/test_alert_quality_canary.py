@@ -1,7 +1,6 @@
-"""The canary over the simulated fleet probes each replica every interval and comes to what the
-real probe would: successes with a user's wait on a healthy replica, refusals while nothing
-listens, timeouts with /health still 200 on a hung engine, 5xx in an error burst; and its
-series are the real probe's."""
+"""The simulated fleet's canary answers as the real probe would: successes on a healthy replica,
+refusals while nothing listens, timeouts on a hung engine whose /health is 200, 5xx in an error
+burst; and it writes the real probe's series."""
 
 from __future__ import annotations
 

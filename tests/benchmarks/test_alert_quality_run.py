@@ -1,8 +1,6 @@
-"""The alert-quality benchmark end to end, its smoke scenario on a real Prometheus and
-Alertmanager at 30 times the wall clock (45 simulated minutes in 90 s): the generated bundle
-pages that a model lost three of its four replicas and not that another is restarted by plan,
-and the run writes its figures. Times to page are the full run's business (a clock this
-fast blurs them by a scrape or two); this proves the pipeline."""
+"""The alert-quality benchmark end to end: its smoke scenario, on a real Prometheus and Alertmanager
+at 30 times the wall clock, pages a model that lost three of four replicas, not a planned restart,
+and writes its figures. It proves the pipeline; times to page are the full run's business."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The bundle on a fast clock means what it means on the real one: the generator's own promtool
-tests (on the slices `make test` runs them on), every time in them divided by the factor (their input values unchanged: a counter gains
-per sample what it gained, as the simulated fleet's counters do), pass on the rewritten rules;
-and they fail when one part of the rewrite is left out."""
+"""The bundle on a fast clock means what it does on the real one: the generator's promtool tests,
+every time divided by the factor and input values unchanged, pass on the rewritten rules, and
+fail when one part of the rewrite is left out."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The `workbook` rule set: the committed bundle's burn pages rewritten as the SRE workbook's
-four tiers (kubernetes-mixin's holds), the capacity page held 2m, no keep_firing_for, the rest
-left as generated; the rewrite keys on alert names, tier labels and recorded names, and the
-rules it writes load and fire in promtool as the workbook says."""
+"""The `workbook` rule set: the bundle's burn pages as the SRE workbook's four tiers, the capacity
+page held 2m, no keep_firing_for, the rest as generated. The rewrite keys on alert names, tier
+labels and recorded names; its rules load and fire in promtool as the workbook says."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The fleet benchmark's simulator and query rewriting (benchmarks/fleet/).
-
-The simulator stands in for 1,000 vLLM servers, which cannot be run for real on one
-machine: it must keep the real 0.32 exposition's families, labels and bucket layouts,
-and its unhealthy engines must look unhealthy in the series the alerts read. The raw
-panel queries must answer what the recorded ones answer, or the dashboard comparison
-compares different questions.
-"""
+"""The fleet benchmark's simulator and query rewriting (benchmarks/fleet/). The simulator must keep
+the real 0.32 exposition's families, labels and buckets, and its unhealthy engines must look so to
+the alerts; raw panel queries must answer what the recorded ones answer."""
 
 from __future__ import annotations
 
@@ -288,10 +283,9 @@ def test_simulated_fleet_in_a_real_prometheus(tmp_path):
         queries = panel_queries(
             bundle / "dashboards", rules, "4s", "60s", "1s", every="1s", history="10m", first=first
         )
-        # Recorded and raw queries are compared on data that no longer moves: the same Prometheus
-        # data, started again with the rules and no scrape job. Live, a scrape stamped before an
-        # evaluation but stored after it is seen by the raw query and not by the rule, and on a
-        # loaded machine that can happen at every evaluation.
+        # Recorded and raw queries are compared on frozen data: the same Prometheus data restarted with
+        # the rules and no scrape job. Live, a scrape stored after an evaluation it predates is seen by
+        # the raw query and not by the rule.
         frozen = tmp_path / "frozen.yml"
         frozen.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "scrape_configs": []}))
         with Prometheus(frozen, tmp_path / "prom") as prom:

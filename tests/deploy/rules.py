@@ -1,7 +1,6 @@
-"""The rules a stack that is safe to leave running follows, as functions that list what
-breaks them. Each takes a parsed document (compose or Kubernetes), so the tests run them
-on the real files (nothing may come back) and on mutated copies (the one broken rule must
-be reported): a rule that cannot fail is no rule."""
+"""The rules a stack safe to leave running follows, as functions that list what breaks them. Each
+takes a parsed compose or Kubernetes document, so tests run it on the real files (nothing reported)
+and on mutated copies (the broken rule reported): a rule that cannot fail is no rule."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""kubernetes/generated/alertmanagerconfig.yaml is alertmanager.yml's routing, for the
-Prometheus Operator: converted back, it equals the bundle's alertmanager.yml (receivers,
-routes, inhibition), for the default config and for one using every receiver type and team
-routes; every secret is a Secret key reference."""
+"""kubernetes/generated/alertmanagerconfig.yaml converted back equals the bundle's alertmanager.yml
+(receivers, routes, inhibition), for the default config and for one with every receiver type and
+team routes; every secret is a Secret key reference."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The autoscaling objects (generator/vllm_obs/autoscaling.py): the KEDA ScaledObject against
-KEDA's CRD schema, the HPA and the adapter's ConfigMap with kubernetes-validate in strict mode,
-and their queries run by promtool on the recorded series as the Kubernetes rules label them
-(job, instance, namespace, pod, model_name), in two namespaces whose pods share names. Each
-validator also rejects a mutated copy, and a query stripped of its namespace fails its case."""
+"""The autoscaling objects: the KEDA ScaledObject against KEDA's CRD schema, the HPA and adapter
+ConfigMap with kubernetes-validate (strict), their queries in promtool on series labelled as in
+Kubernetes, two namespaces sharing pod names. Mutated copies and namespace-less queries must fail."""
 
 from __future__ import annotations
 
@@ -297,10 +295,9 @@ def keda_queries(cfg: BundleConfig) -> dict[str, str]:
 
 
 def render_metrics_query(rule: dict[str, Any], namespace: str, pods: list[str]) -> str:
-    """The rule's metricsQuery as prometheus-adapter renders it for the custom metrics API request
-    pods/<metric> of these pods in this namespace (pkg/naming/metrics_query.go, Build): the
-    namespace matcher, then the pod label (=~ joined by | for several pods, = for one), as Go %q
-    quotes them; GroupBy is the pod label; Series is the name the seriesQuery found."""
+    """The rule's metricsQuery as prometheus-adapter renders it for pods/<metric> of these pods in
+    this namespace (pkg/naming/metrics_query.go, Build): namespace matcher, then pod (=~ a|b, or =
+    for one), quoted as Go's %q; GroupBy is the pod label, Series the seriesQuery's name."""
     pod = f"pod=~{json.dumps('|'.join(pods))}" if len(pods) > 1 else f"pod={json.dumps(pods[0])}"
     matchers = ",".join([f"namespace={json.dumps(namespace)}", pod])
     series = rule["name"]["matches"].removeprefix("^").removesuffix("$")

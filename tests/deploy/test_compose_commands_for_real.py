@@ -1,10 +1,6 @@
-"""The compose file's command lines and healthchecks, run for real outside Docker.
-
-Prometheus and Alertmanager (Debian's binaries) start with exactly the flags of their
-services, container paths mapped to the checkout; their healthcheck commands answer 0
-while they serve; Prometheus applies both retention limits and refuses the lifecycle API.
-The exporter's and the probe's healthchecks answer 0 on a running process and fail when
-nothing listens, so an unhealthy container is reported."""
+"""The compose file's commands and healthchecks, run for real outside Docker: Prometheus and
+Alertmanager start with their services' flags and pass their healthchecks (Prometheus keeps both
+retention limits, refuses the lifecycle API); the exporter's and probe's fail when nothing listens."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""docker-compose and Kubernetes files agree with the generated bundle.
-
-No Docker engine or cluster runs here, so these tests check what can be checked
-statically: every mount exists, paths line up between services, and the generated
-Kubernetes objects carry exactly the bundle's rules and dashboards. The safety rules
-(ports, secrets, disk, health, start order, scrape targets) are in test_stack_rules.py.
-"""
+"""docker-compose and Kubernetes files agree with the generated bundle, checked statically (no
+Docker or cluster here): every mount exists, paths line up between services, the Kubernetes
+objects carry exactly the bundle's rules and dashboards. Safety rules: test_stack_rules.py."""
 
 from __future__ import annotations
 

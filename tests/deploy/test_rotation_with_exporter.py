@@ -1,13 +1,6 @@
-"""The real vllm-log-exporter follows the log the real entrypoint wrapper rotates, and
-counts exactly what a single pass over the whole output counts.
-
-The wrapper's child replays captured vLLM 0.32 logs (a normal run, an engine killed, an
-out-of-memory) at a steady pace, so the files rotate many times while the exporter reads.
-The exporter follows a rotation by rename between two of its polls (0.05 s here, 0.5 s by
-default); the stack's 10 MiB files leave far more time than that between rotations. A
-restarted exporter resumes from its state file across one rotation that happened while it
-was down.
-"""
+"""The real log exporter follows the log the real entrypoint wrapper rotates (replayed 0.32 logs,
+many rotations) and counts exactly what one pass over the whole output counts; restarted, it
+resumes from its state file across a rotation that happened while it was down."""
 
 from __future__ import annotations
 

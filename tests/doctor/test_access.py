@@ -1,9 +1,6 @@
-"""Reaching Prometheus and Alertmanager the way operators have them: behind a proxy that wants
-a token under a path prefix, under Prometheus's own route prefix, over TLS with a private CA.
-
-The monitored vLLM is the stand-in of test_broken_stacks (a saved real exposition); the
-proxy is a loopback reverse proxy in front of the real Prometheus and Alertmanager.
-"""
+"""Reaching Prometheus and Alertmanager as operators have them: behind a token-checking proxy under
+a path prefix, under Prometheus's route prefix, over TLS with a private CA. The vLLM is the
+stand-in of test_broken_stacks; the proxy is a loopback reverse proxy."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The doctor on real Prometheus and Alertmanager stacks, each broken in one way.
-
-The vLLM in these stacks is a stand-in: a saved exposition of a real vLLM 0.32.0 under
-traffic (tests/fixtures/metrics/vllm-0.32.0-cpu-traffic.prom) served by a loopback HTTP
-server, because what is broken here is the monitoring around vLLM, not vLLM. The log
-exporter is the real process reading a real vLLM 0.32 log; Prometheus and Alertmanager are
-the real binaries loaded with a bundle generated for the stack. Its counters do not move,
-so the doctor warns that there is no traffic; warnings do not fail a run.
-"""
+"""The doctor on real Prometheus and Alertmanager stacks, each broken in one way. vLLM is a stand-in
+serving a saved real 0.32 exposition, since the monitoring is what breaks here; its counters do not
+move, so the doctor warns of no traffic, and warnings do not fail a run."""
 
 from __future__ import annotations
 

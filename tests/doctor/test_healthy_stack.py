@@ -1,8 +1,6 @@
-"""A healthy stack is reported healthy: a real vLLM (the session's shared server), the real
-log exporter and canary probe next to it, a real Prometheus loaded with the bundle generated
-from that server, and a real Alertmanager with the generated routing, its receivers pointed
-at a loopback webhook.
-"""
+"""A healthy stack is reported healthy: the session's real vLLM, the real log exporter and canary
+probe, a real Prometheus with the bundle generated from that server, and a real Alertmanager with
+the generated routing, its receivers pointed at a loopback webhook."""
 
 from __future__ import annotations
 

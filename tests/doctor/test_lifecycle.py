@@ -1,11 +1,6 @@
-"""The lifecycle check: start-up times, server states and the announced version, from the real
-log exporter reading real logs, and probe budgets read from Kubernetes manifests.
-
-The vLLM target is the stand-in of test_broken_stacks (a saved real 0.32 exposition); the
-log exporter follows a fixture log: `constructed-v0.20-upgrade-to-v0.26.log` (two starts,
-81 s and 45 s, the second announcing vLLM 0.26.0, then a planned stop beginning), the real
-capture of a failed start, or a 0.34 log whose engine fault tolerance holds.
-"""
+"""The lifecycle check: start-up times, server states and announced version from the real log
+exporter on fixture logs (two starts then 0.26.0, a failed start, a 0.34 fault held), and probe
+budgets from Kubernetes manifests. The vLLM target is test_broken_stacks' stand-in."""
 
 from __future__ import annotations
 

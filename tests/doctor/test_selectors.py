@@ -1,10 +1,6 @@
-"""The doctor's PromQL reading, checked against a real PromQL parser on real bundles.
-
-The doctor reads selectors with a small tokenizer (no parser at run time); here every
-expression of several generated bundles (rules, panels, variable queries) is read by both,
-and the metric names, label matchers and range windows must agree. The canonical form
-must not change when an expression is printed again, as Prometheus does with loaded rules.
-"""
+"""The doctor's PromQL reading against a real PromQL parser on real bundles: for every rule, panel
+and variable query, the doctor's small tokenizer and the parser agree on metric names, label
+matchers and range windows, and the canonical form survives being printed again."""
 
 from __future__ import annotations
 

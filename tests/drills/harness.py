@@ -1,11 +1,6 @@
-"""What a drill scenario records and how its expectations are judged.
-
-A scenario has one or more parts; each part has a window (start, end), a trigger (what was
-done to the server, and when), a timeline of events, and expectations judged at its end
-from three records kept by the stack: the notifications the webhook received, Alertmanager's
-view of each alert sampled every second (inhibition is a live state), and Prometheus's
-`ALERTS` series.
-"""
+"""What a drill scenario records and how its expectations are judged: each part has a window, a
+trigger, a timeline and expectations judged at its end from the webhook's notifications,
+Alertmanager's per-second view of each alert (inhibition is live state) and Prometheus's ALERTS."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The drill report: one Markdown file and one picture per scenario.
-
-The pictures are drawn with matplotlib from the drill Prometheus's own data, read through
-prometheus-api-client: the signals that matter for the scenario, the alerts' firing intervals
-(from `ALERTS`) shaded behind them, and a strip at the top with one bar per alert and a mark
-where each notification reached the pager or the chat.
-"""
+"""The drill report: one Markdown file and one picture per scenario, drawn with matplotlib from the
+drill Prometheus's data: the scenario's signals, the alerts' firing intervals shaded behind them,
+and a strip with one bar per alert and a mark per notification."""
 
 from __future__ import annotations
 

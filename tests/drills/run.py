@@ -1,16 +1,6 @@
-"""The drills, in the order they run on three real vLLM servers.
-
-- Server A (`--max-num-seqs 2`, a KV cache far larger than its load needs): latency (3),
-  queue pressure (1), the doctor run, hung engine (5), a planned stop and a restart with room
-  for a big batch (8, lifecycle), out of memory (7, which ends it).
-- Server B (24 KV blocks of 32 tokens): its own start under a lowered expected start-up time
-  (8, slow start), KV-cache saturation (2), dead engine (4, which ends it).
-- Server F (a --max-model-len its KV cache cannot hold): a failed start (6), then the same
-  start again into the same log (8, restart loop).
-
-Each server runs with its own log exporter and canary probe; Prometheus watches the servers of
-the moment (the stack regenerates the bundle and reloads Prometheus when they change).
-"""
+"""The drills, in the order they run on three real vLLM servers (A, B, F: docs/testing.md). Each
+server has its own log exporter and canary probe; Prometheus watches the servers of the moment, the
+stack regenerating the bundle and reloading Prometheus when they change."""
 
 from __future__ import annotations
 
@@ -57,13 +47,9 @@ SERVER_A_AFTER_RESTART = ("--max-num-seqs", "64", "--no-enable-prefix-caching")
 # 24 blocks x 32 tokens = 768 tokens of KV cache; --max-model-len must fit in it.
 SERVER_B = ("--num-gpu-blocks-override", "24", "--block-size", "32", "--max-model-len", "512")
 SERVER_F = ("--num-gpu-blocks-override", "24", "--block-size", "32", "--max-model-len", "2048")
-# Address space the model worker may still map once serving, tried in order until torch's CPU
-# allocator fails (MiB). Which allocation fails first depends on the margin: with 2 MiB it is
-# the burst's first activation tensor (torch's allocator, 7 runs of 7 in float32, three of them
-# beside a CPU hog); with a few tens of MiB the batches grow first and oneDNN's primitive
-# creation can be the one to fail ("could not create a primitive", a message that does not
-# say memory: seen at 64 MiB here; CI once saw the engine die without the allocator's line
-# when the margins started at 32 MiB). 128 lets the burst through.
+# Address space (MiB) the model worker may still map once serving, tried in order until torch's
+# CPU allocator is what fails; with larger margins oneDNN can fail first, with a message that does
+# not say memory (docs/testing.md).
 OOM_MARGINS_MIB = (2, 1, 3)
 ALLOCATION_FAILURE = re.compile(rb"DefaultCPUAllocator: can't allocate memory")
 # The error the engine core reports for its worker, for a death that is not the allocator's.
@@ -351,10 +337,9 @@ class Drill:
                 60,
             )
             load = Load(a.server, prompt_words=20, max_tokens=400)
-            # Slow growth, few clients: VllmSchedulerThrottled needs the queue to keep growing for
-            # its window and then its `for`, and every scrape of /metrics that times out (the API
-            # server is busy streaming tokens) is a gap that restarts the `for`. 72 s of growth
-            # leaves room for a few gaps; 20 clients put 18 in the queue, over the threshold of 10.
+            # Slow growth, few clients: VllmSchedulerThrottled needs the queue growing for its window and its
+            # `for`, and each timed-out scrape restarts the `for`. 72 s of growth leaves room for a few gaps;
+            # 20 clients put 18 in the queue, over the threshold of 10.
             part.done.append(
                 "Closed-loop clients are added to server A (`--max-num-seqs 2`), one every 4 s from 2 to 20, "
                 "each sending 400-token completions: the queue grows by one request per client while two run, "
@@ -663,10 +648,9 @@ class Drill:
         )
         preempted = None
         with recording(part):
-            # Sequences of ~6 blocks: a few fill the cache, one that finishes frees a fifth of it
-            # and a waiting one takes it at the next step. Shorter requests leave the engine
-            # waiting on the API server (usage drops to 0 between them); longer ones swing the
-            # usage by half at every completion.
+            # Sequences of ~6 blocks: a few fill the cache, and one that finishes frees a fifth that a waiting
+            # one takes at the next step. Shorter requests leave the engine idle between them; longer ones
+            # swing the usage by half at every completion.
             load = Load(b.server, prompt_words=60, max_tokens=(100, 140))
             part.done.append(
                 "Twelve closed-loop clients send completions of 100 to 140 tokens of ~70-token prompts to server B "

@@ -1,10 +1,6 @@
-"""The live drills: every failure mode the alerts are written for, on real vLLM servers.
-
-One module-scoped run executes the scenarios in order (they share servers, see run.py); each
-test below then judges one scenario from what that run recorded, so one failing scenario
-does not hide the others. The report is written to a temporary folder, or to the folder
-named by VLLM_OBS_DRILL_REPORT (`make drill` sets docs/drills).
-"""
+"""The live drills: every failure mode the alerts are written for, on real vLLM servers. One
+module-scoped run executes the scenarios (run.py); each test judges one, so a failure hides no other.
+The report goes to a temporary folder, or to VLLM_OBS_DRILL_REPORT (`make drill`: docs/drills)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
-"""Compare what real exporters served with the exporters' contract, both ways.
-
-`undeclared` finds what the scrapes show that the contract does not declare: a family it
-lacks; another type, HELP text, sample name or label names; a value outside a closed set
-or out of the contract's order; a family declared always present (no `when`) without
-samples.
-
-`unseen` finds what the contract declares that no scrape showed: a family no scrape had
-samples of, a value of a closed label no scrape showed with a non-zero value. The
-collectors emit every closed value at 0 from the start, so only a non-zero value shows the
-exporter can produce it: a counter counted it, a state gauge was 1, a timestamp was set.
-
-`with_value` and `without_value` make doctored copies of a contract, to show that the
-comparison reports a disagreement.
-"""
+"""Compare what real exporters served with the exporters' contract, both ways: `undeclared` (what
+the scrapes show that the contract lacks), `unseen` (what it declares that no scrape showed), and
+doctored contracts (`with_value`, `without_value`) to show a disagreement is reported."""
 
 from __future__ import annotations
 

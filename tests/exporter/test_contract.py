@@ -1,10 +1,6 @@
-"""The log exporter against the exporters' contract, both ways, with the real program.
-
-Runs: `vllm-log-exporter --once` over every log of tests/fixtures/logs and over one log per
-startup-failure reason, and a live exporter that follows a real startup as it is written
-while three of its configured paths cannot be read. The comparison is contract_check.py
-(tested here on small contracts); the probe's runs are tests/probe/test_contract.py.
-"""
+"""The log exporter against the exporters' contract, both ways, with the real program: `--once` over
+every fixture log and one log per startup-failure reason, and a live exporter following a real start
+with three unreadable paths. The probe's runs are tests/probe/test_contract.py."""
 
 from __future__ import annotations
 
@@ -40,10 +36,9 @@ CUTS = (b"non-default args", b"Starting to load model", b"Application startup co
 
 
 def reason_logs(directory: Path) -> list[Path]:
-    """One log per startup-failure reason of the contract: a start line, then the sample
-    line of the first pattern that fails a startup for that reason (patterns.yaml keeps, for
-    each, the line as a vLLM release prints it). The logs of tests/fixtures/logs show two
-    reasons only: kv_cache_too_small and no_cache_memory."""
+    """One log per startup-failure reason of the contract: a start line, then the sample line of the
+    first pattern that fails a startup for that reason. The fixture logs show two reasons only
+    (kv_cache_too_small, no_cache_memory)."""
     patterns = load_patterns()
     start = next(p.sample for p in patterns if p.kind == "startup_begin")
     logs = []

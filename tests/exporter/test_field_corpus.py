@@ -1,18 +1,6 @@
-"""The exporter on real logs from GPU deployments that users posted publicly.
-
-tests/fixtures/logs/field holds 76 excerpts (whole lines, as posted; source URL and release of
-each in provenance.tsv) and, in expected.tsv, the incidents a correct exporter counts in each:
-`oom`, `engine_dead:<reason>`, `startup_failed:<reason>`, `request_error`, `preemption`, each
-once per incident however many processes repeat it. An out-of-memory is an `oom` wherever it
-happens; one during a start is also a `startup_failed:out_of_memory`. A death's reason is the
-cause the excerpt shows. A hang with no death is the canary probe's to tell, not the log's. Lifecycle counts (starts,
-readiness, shutdowns) are pinned by the golden logs, not here. The `unsettled` column says what
-an excerpt cannot tell.
-
-Excerpts the exporter does not count right yet are listed in GAPS with what it does instead;
-they are strict expected failures, so one that starts passing fails the run until it leaves the
-list.
-"""
+"""The exporter on real logs from GPU deployments that users posted publicly (tests/fixtures/logs/
+field; what expected.tsv counts: docs/testing.md). Excerpts it miscounts are in GAPS as strict
+expected failures, so one that starts passing fails the run until it leaves the list."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""Golden tests: `vllm-log-exporter --once` on each committed log, against the committed
-expected exposition (tests/exporter/golden/<log name>.prom, canonical form: sorted
-samples, wall-clock timestamps shown as <set>/0).
-
-The vllm-0.32.0-cpu-*.log files are real captures (scripts/capture_vllm_logs.py); the
-constructed-*.log files are built from older releases' templates. After an intended
-change, regenerate with
-
-    VLLM_LOG_EXPORTER_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/exporter/test_golden.py
-
-and review the diff. The explicit assertions below pin what each log must yield, so a
-regenerated golden file cannot silently bless a wrong count.
-"""
+"""Golden tests: `vllm-log-exporter --once` on each committed log against tests/exporter/golden/
+<log name>.prom (sorted, wall-clock timestamps as <set>/0); VLLM_LOG_EXPORTER_UPDATE_GOLDEN=1
+rewrites them. The explicit counts below keep a regenerated file from blessing a wrong count."""
 
 from __future__ import annotations
 
@@ -25,10 +15,9 @@ LOG_FILES = sorted(p.name for p in LOGS.glob("*.log"))
 
 # What each log must produce: the rules of counting, case by case.
 EXPECTED_EVENTS = {
-    # Real: startup, traffic with 400/404 validation errors and /health probes, a stats line
-    # under load, SIGTERM. 0.32 logs "AsyncLLM output_handler failed" + EngineDeadError
-    # after the shutdown began: a normal shutdown is not an engine death. The logo's version,
-    # the arguments and the engine's `Initializing` are one startup.
+    # Real: startup, traffic with 400/404s and /health probes, a stats line, SIGTERM. 0.32's
+    # "output_handler failed" + EngineDeadError after the shutdown began is no engine death; the
+    # logo's version, the arguments and the engine's `Initializing` are one startup.
     "vllm-0.32.0-cpu-normal.log": dict(startup_begin=1, startup_complete=1, shutdown=1),
     # Real: kill -9 of EngineCore: the API server's WARNING, output_handler ERROR and
     # EngineDeadError are one death; /health 503 probes are not request errors.
@@ -72,10 +61,9 @@ EXPECTED_EVENTS = {
         startup_begin=3, startup_failed=2, startup_complete=1, shutdown=1
     ),
     "constructed-v0.20-upgrade-to-v0.26.log": dict(startup_begin=2, startup_complete=2, shutdown=2),
-    # 0.34 with fault tolerance: a worker's exception and the fault's traceback through the
-    # engine's loop are a fault it holds, not a death; each request refused meanwhile counts, its
-    # 503 is not also a request error; EPLB's thread going on counts nothing. The second fault,
-    # not recovered in time, is the death (its cause the illegal memory access); the server stops.
+    # 0.34 with fault tolerance: a held fault is no death; each refused request counts, its 503 not
+    # also as a request error; EPLB's thread going on counts nothing. The second fault, unrecovered,
+    # is the death (its cause the illegal memory access); the server stops.
     "constructed-v0.34-fault-tolerance.log": dict(
         startup_begin=1,
         startup_complete=1,

@@ -18,10 +18,9 @@ LOG_FILES = sorted(p.name for p in LOGS.glob("*.log"))
 
 # Every state the log goes through, in order, reading it line by line.
 STATE_SEQUENCES = {
-    # Real 0.32 text logs. The logo's `version`, `non-default args` and the engine's
-    # `Initializing a V1 LLM engine` are one start; `Starting to load model` begins loading.
-    # SIGTERM to the whole process group: the EngineDeadError noise after `[shutdown]`
-    # keeps it a planned stop.
+    # Real 0.32 text logs: the logo's `version`, `non-default args` and `Initializing a V1 LLM engine`
+    # are one start; `Starting to load model` begins loading. SIGTERM to the whole process group: the
+    # EngineDeadError noise after `[shutdown]` keeps it a planned stop.
     "vllm-0.32.0-cpu-normal.log": "unknown starting loading ready stopping stopped",
     # SIGTERM to the API server only (as docker stop does): `[shutdown] API server:
     # shutdown triggered`, EngineDeadError noise, uvicorn's shutdown.

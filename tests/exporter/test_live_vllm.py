@@ -1,10 +1,6 @@
-"""The exporter following a real vLLM CPU server's log from its start until the engine is
-killed.
-
-The point of the exporter: while vLLM loads its model it has no /metrics yet, and after
-`kill -9` of EngineCore it answers /health with 503 and then exits, so its own /metrics is
-gone; the exporter, reading the log, tells both.
-"""
+"""The exporter following a real vLLM CPU server's log from its start until the engine is killed:
+while loading, vLLM has no /metrics yet, and after `kill -9` of EngineCore it answers 503 and
+exits; the exporter, reading the log, tells both."""
 
 from __future__ import annotations
 

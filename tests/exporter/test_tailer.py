@@ -1,8 +1,5 @@
-"""Following files through the hazards of real log handling, one named test each.
-
-The tests write real files and drive FileSource.poll() / Tailer.poll() directly: no
-sleeps, no threads.
-"""
+"""Following files through the hazards of real log handling, one named test each. The tests write
+real files and drive FileSource.poll() / Tailer.poll() directly: no sleeps, no threads."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""vLLM 0.34's new log lines and the fault-tolerance lines around them, rule by rule.
-
-Each line is the 0.34 source's format string with made-up values (the file and line of its
-call), as its logger prints it. No public log of a 0.34 server shows these lines yet.
-"""
+"""vLLM 0.34's new log lines and the fault-tolerance lines around them, rule by rule. Each line is
+the 0.34 source's format string with made-up values, as its logger prints it (no public log of a
+0.34 server shows them yet)."""
 
 from __future__ import annotations
 

@@ -467,11 +467,9 @@ def test_the_burn_a_capacity_page_leaves_behind_is_the_same_pagerduty_incident(t
 
 
 def test_a_model_s_next_outage_pages_soon_while_its_resolved_page_group_lives_on(tmp_path):
-    """A model's page resolves; Prometheus goes on re-sending the resolved alert (for 15 minutes),
-    which keeps the page's group alive in Alertmanager. The model's next loss of capacity joins
-    that group: it is posted after the page group's own interval (2 s here), not the tickets'
-    group_interval (1 minute here, which would miss the deadline), and PagerDuty opens a new
-    incident under the group's dedup key, its last one resolved."""
+    """A resolved page's group lives on while Prometheus re-sends the resolved alert; the model's next
+    loss of capacity joins it, is posted after the page group's interval (not the tickets'), and
+    PagerDuty opens a new incident under the group's dedup key."""
     first = alert(
         "cap-0", "VllmModelCapacityLow", "critical", instance="vllm-0:8000", model_name="m", cause="dead"
     )

@@ -1,11 +1,6 @@
-"""A bundle never queries a series its source does not expose.
-
-Every PromQL expression of the rules and of the dashboards (template variables
-substituted) is parsed with a real PromQL parser; each selector must name a series the
-source exposes, a recording rule of the same bundle, a series of the log exporter, or
-one of Prometheus' own (up, ALERTS); a GPU bundle may also name the DCGM series the GPU
-layer's data file declares (test_gpu.py).
-"""
+"""A bundle never queries a series its source does not expose: each selector of its rules and
+dashboards, parsed by a real PromQL parser, names a source series, a recorded one of the bundle, a
+log exporter's, Prometheus' own (up, ALERTS), or for a GPU bundle a declared DCGM series."""
 
 from __future__ import annotations
 

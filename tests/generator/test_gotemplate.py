@@ -1,8 +1,6 @@
-"""The annotation renderer prints numbers the way Prometheus' template functions do.
-
-The expected strings are what Prometheus 2.x prints (its template_test.go cases and the
-Grafana/Prometheus documentation examples); promtool checks the rest end to end.
-"""
+"""The annotation renderer prints numbers the way Prometheus' template functions do. Expected strings
+are what Prometheus 2.x prints (template_test.go, the Grafana/Prometheus docs); promtool checks the
+rest end to end."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""The GPU layer (gpu.enabled): NVIDIA dcgm-exporter next to vLLM's series.
-
-- the data file (catalog/dcgm.yaml) names its sources and agrees with dcgm-exporter's pages;
-- a GPU bundle (both joins, multi-cluster on and off) passes promtool's checks and its own
-  generated tests, and those tests fail when a GPU rule drifts;
-- its queries name only DCGM series the data file declares;
-- a real Prometheus scraping dcgm-exporter's page and vLLM's evaluates the recording rules into
-  series that carry the vLLM server's instance, under either join. No GPU is on this machine:
-  the DCGM pages are the constructed fixtures dcgm-exporter-*.prom (see their headers), served
-  by a loopback HTTP server standing in for dcgm-exporter; the vLLM page is a real capture.
-"""
+"""The GPU layer (gpu.enabled): catalog/dcgm.yaml agrees with dcgm-exporter; GPU bundles pass promtool
+and their own tests (which fail on drift) and name only declared DCGM series; a real Prometheus
+records GPU series carrying the vLLM instance under either join (DCGM pages: constructed fixtures)."""
 
 from __future__ import annotations
 
@@ -502,10 +494,9 @@ def test_a_real_prometheus_ties_the_gpus_to_the_vllm_instance_by_relabelling(tmp
 def kubernetes_config(
     bundle: Path, vllm: str, dcgm: str, honor_labels: bool, cluster: dict[str, str]
 ) -> Path:
-    """Scrape jobs labelled as the Prometheus Operator labels them: the vLLM PodMonitor's target has
-    the vLLM pod's namespace and pod; the GPU operator's ServiceMonitor's target has the exporter's
-    own pod, and Prometheus itself renames the page's clashing labels to exported_* unless
-    honor_labels is on."""
+    """Scrape jobs labelled as the Prometheus Operator labels them: the vLLM PodMonitor's target gets
+    the vLLM pod's namespace and pod, the GPU ServiceMonitor's the exporter's own pod, and Prometheus
+    renames the page's clashing labels to exported_* unless honor_labels is on."""
     pod = {"namespace": "llm", "pod": "vllm-0-7d9f8c6b5-abcde", "container": "vllm", **cluster}
     exporter = {
         "namespace": "gpu-operator",

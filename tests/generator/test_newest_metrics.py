@@ -1,11 +1,6 @@
-"""vLLM's newest series: in the catalog with the release they appeared in (or, for one no
-release has yet, where it was read), and read by the alerts they bear on: an engine put to sleep
-is neither hung nor stalled, an engine the fault tolerance reports unhealthy takes its replica
-out of the model's capacity, deferred requests piling up with nothing running are a stall.
-
-The fault-tolerance exposition is the real 0.32.0 capture with `vllm:engine_healthy` added as
-vLLM's collector writes it (constructed: the series is not in a release yet, and fault tolerance
-needs several GPUs)."""
+"""vLLM's newest series are in the catalog with their release and read by the alerts: a sleeping
+engine is neither hung nor stalled, one fault tolerance reports unhealthy is out of capacity, and
+deferred requests with none running are a stall. engine_healthy is added to the 0.32.0 capture."""
 
 from __future__ import annotations
 

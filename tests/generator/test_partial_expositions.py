@@ -1,13 +1,6 @@
-"""The generator never crashes on an exposition, and never queries a series the input lacks.
-
-Real expositions with random families and random sample lines taken out (hypothesis): the CPU
-captures, the catalog's reference expositions, the platform captures, and the real GPU one of
-../shared/reference/field where it is present. Each gives the bundle of what is left, or one
-sentence (BundleError); the bundle's rules and panels select only series left in the input, the
-bundle's own recorded series, the sidecars' and Prometheus' own. The public /metrics pastes of
-tests/fixtures/metrics/field (partial, old, odd; sources in its provenance.tsv) go through the
-command line: a bundle, or one sentence and exit 2.
-"""
+"""The generator never crashes on an exposition and never queries a series the input lacks: real
+expositions with random parts removed (hypothesis) give a bundle of what is left or one BundleError
+sentence; the public field pastes, through the CLI, give a bundle or one sentence and exit 2."""
 
 from __future__ import annotations
 

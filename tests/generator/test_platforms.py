@@ -1,10 +1,6 @@
-"""vLLM served by a platform that renames its series (Ray Serve LLM) or adds labels (KServe).
-
-The expositions are the real vLLM 0.32.0 capture rewritten by
-scripts/build_platform_expositions.py with the platforms' rules (constructed: no Ray cluster
-or KServe runs here). A bundle from each must be as complete as the plain server's, query
-the platform's names, keep its identity labels, and pass its promtool tests.
-"""
+"""vLLM behind a platform that renames its series (Ray Serve LLM) or adds labels (KServe), from the
+real 0.32.0 capture rewritten by scripts/build_platform_expositions.py: each bundle is as complete as
+the plain server's, queries the platform's names, keeps its identity labels and passes promtool."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Pod labels (the Kubernetes objects): every alert names its namespace and pod, every fleet-wide
-rule is per namespace, and the committed PrometheusRule is exactly the rules these tests prove.
-
-The generated promtool cases place the neighbour in another namespace under the same instance
-and pod names, so a rule that dropped the namespace would merge two teams' servers and fail."""
+"""Pod labels: every alert names its namespace and pod, every fleet-wide rule is per namespace, and
+the committed PrometheusRule is exactly the rules tested. The promtool cases put a neighbour with the
+same instance and pod in another namespace, so a rule that drops the namespace fails."""
 
 from __future__ import annotations
 

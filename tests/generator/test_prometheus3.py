@@ -1,10 +1,6 @@
-"""Ready for Prometheus 3, proven on the rules themselves (only Prometheus 2 runs here).
-
-Prometheus 3 makes range selectors left-open: a range of exactly one scrape interval can hold a
-single sample, and rate() then returns nothing. Every range a rule or a panel uses must span at
-least four scrape intervals (four evaluation intervals for a range over a recorded series, four
-steps for a subquery), as the Prometheus 3 migration guide advises. See docs/prometheus-3.md.
-"""
+"""Ready for Prometheus 3 (only 2 runs here): its left-open ranges can leave one sample in a range of
+one interval, and rate() nothing, so every range of a rule or panel spans at least four scrape
+intervals (evaluation intervals over recorded series, steps in a subquery). See docs/prometheus-3.md."""
 
 from __future__ import annotations
 

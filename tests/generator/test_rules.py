@@ -1,9 +1,6 @@
-"""Alert and recording rules, checked by the real promtool.
-
-Every alert has a generated promtool case where it fires (full labels and annotations),
-one where it stays silent, and a check of its `for` boundary. The cases are generated
-with the rules, from the same config, for both engine families.
-"""
+"""Alert and recording rules, checked by the real promtool: every alert has a generated case where it
+fires (full labels and annotations), one where it stays silent, and a check of its `for` boundary,
+generated with the rules from the same config for both engine families."""
 
 from __future__ import annotations
 
@@ -63,14 +60,9 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def check_and_test(
     bundle: Path, *, whole: bool = False, skip: tuple[str, ...] = (), longest: float | None = None
 ) -> None:
-    """promtool checks every rule file and the configuration, and runs every generated test.
-
-    Each test file runs on the slice of the rules its alerts read (tests/support/rule_slices.py):
-    the same verdicts in a fraction of the time. whole=True runs the files as they are, as a
-    user does, all but the burn scenarios; the committed bundle is tested both ways, and a test
-    below checks that a slice still catches a broken rule. `skip` names test files the sliced run
-    leaves out, `longest` the minute after which it leaves out a case (ANOTHER_RELEASE).
-    """
+    """promtool checks every rule file and the configuration and runs every generated test on its rule
+    slice, or with whole=True on the files as a user has them (all but the burn scenarios). `skip`
+    names test files the sliced run leaves out, `longest` the minute after which it drops cases."""
     rules = sorted(str(p.relative_to(bundle)) for p in (bundle / "alerts").glob("*.rules.yml"))
     checked = promtool("check", "rules", *rules, cwd=bundle)
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -1,9 +1,6 @@
-"""vLLM 0.34.0 in the catalog: its new series, what tells a 0.34 server apart, and its bundle.
-
-The saved 0.34 exposition is built by scripts/build_reference_expositions.py from the 0.34.0
-source distribution's own metric definitions (constructed: no 0.34 server runs here). The render
-histogram is registered by the server's first request, so the same exposition without it is
-what an idle 0.34 server shows."""
+"""vLLM 0.34.0 in the catalog: its new series, what tells a 0.34 server apart, and its bundle. The
+exposition is built from the 0.34.0 sdist's metric definitions (constructed); without the render
+histogram, registered by the first request, it is what an idle 0.34 server shows."""
 
 from __future__ import annotations
 

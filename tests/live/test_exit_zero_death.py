@@ -1,11 +1,6 @@
-"""A vLLM whose engine dies exits with status 0 (vLLM issue #48966): a supervisor that restarts
-only on failure (systemd `Restart=on-failure`, compose `restart: on-failure`) leaves it down and
-counts no restart. The bundle does not read the exit status: the death is paged like any other.
-
-A real vLLM CPU server with the real log exporter and canary probe beside it, a real Prometheus
-and Alertmanager loaded with the bundle generated from its /metrics under the drill's clock
-(tests/drills/drill-config.yml), and `kill -9` of its EngineCore.
-"""
+"""A vLLM whose engine dies exits 0 (vLLM issue #48966), so a restart-on-failure supervisor leaves
+it down; the bundle pages the death anyway. A real vLLM CPU server, log exporter, probe, Prometheus
+and Alertmanager on the drill clock, and `kill -9` of its EngineCore."""
 
 from __future__ import annotations
 

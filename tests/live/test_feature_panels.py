@@ -1,18 +1,6 @@
-"""The feature and GPU panels no server on this machine can feed, proven on a real Prometheus.
-
-LoRA adapters, NIXL KV transfers, KV offloading, KV-block residency, the NaN check, two
-data-parallel engines and NVIDIA GPUs need hardware or setups this CPU machine lacks, so
-two small loopback HTTP servers stand in for them:
-- a STAND-IN for a vLLM 0.33 server with those features on: it serves an exposition built
-  from the catalog (tests/support/expositions.py: the release's names, types, labels and
-  buckets, values that grow with time);
-- a STAND-IN for dcgm-exporter: it serves the constructed dcgm-exporter 4.8.3 exposition
-  (tests/fixtures/metrics/dcgm-exporter-4.8.3-host.prom, provenance in its header).
-Everything else is real: the bundle generated from that exposition with the GPU layer on,
-Prometheus scraping both servers and evaluating the bundle's recording rules, and every
-query of the feature and GPU rows asked of it. The features the real CPU server runs
-(speculative decoding, the plain panels) are proven in test_live_vllm.py.
-"""
+"""The feature and GPU panels no server here can feed, proven on a real Prometheus: stand-ins serve
+a catalog-built vLLM 0.33 exposition with those features (tests/support/expositions.py) and the
+constructed dcgm-exporter page; the bundle, scrapes, recording rules and every query are real."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""End to end against a real vLLM CPU server, the real log exporter and a real Prometheus.
-
-- `generate --metrics-url` against the live server yields a bundle whose every query
-  names only series that server exposes, and promtool accepts and passes it;
-- with Prometheus scraping a server with n-gram speculative decoding on, its log exporter
-  and a canary probe, and evaluating the bundle's rules, every dashboard panel query
-  returns data after a little traffic (the speculative-decoding panels included).
-
-The failure modes themselves (a killed engine, a hung one, a full KV cache ...) are the
-live drills' (tests/drills).
-"""
+"""End to end against a real vLLM CPU server, log exporter and Prometheus: `generate --metrics-url`
+gives a bundle naming only served series that promtool passes, and every panel query returns data
+after a little traffic. The failure modes are the drills' (tests/drills)."""
 
 from __future__ import annotations
 

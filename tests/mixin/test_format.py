@@ -1,8 +1,6 @@
-"""lib/format.libsonnet writes numbers and durations exactly as the generator's Python does.
-
-Jsonnet's std.format rounds in floating point and gets the last digits of such values wrong, which
-is why the library exists; these cases hold the values where that shows (17-digit products like
-0.07 * 100, decimal ties like 381.755 that sit just below the tie in binary, exponents)."""
+"""lib/format.libsonnet writes numbers and durations exactly as the generator's Python does. Jsonnet's
+std.format rounds in floating point, so these cases hold values where that shows (17-digit products
+like 0.07 * 100, ties like 381.755 just below in binary, exponents)."""
 
 from __future__ import annotations
 

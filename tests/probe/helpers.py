@@ -176,12 +176,8 @@ class Seen:
 @dataclass
 class StandIn:
     """A real HTTP/1.1 server on loopback standing in for a misbehaving proxy in front of vLLM.
-
-    Failures a healthy vLLM never produces on demand (HTML error pages, 200 without
-    `choices`, a trickled answer, a reset) are scripted here; everything else the tests
-    check against a real vLLM. `script` lists the replies to the canary requests in order
-    (the last one repeats); /v1/models and /health answer from `models` and `health`.
-    """
+    `script` lists the replies to the canary requests in order (the last one repeats); /v1/models
+    and /health answer from `models` and `health`."""
 
     script: list[Reply] = field(default_factory=lambda: [completion_reply()])
     models: list[Reply] = field(default_factory=lambda: [models_reply()])

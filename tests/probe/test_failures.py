@@ -1,10 +1,6 @@
-"""Failures the probe must classify, against real HTTP servers on loopback.
-
-Refused connections are real (a free port). Answers a healthy vLLM does not give on demand
-(500, an HTML page, JSON without `choices`, 401, a trickled or reset answer) come from the
-stand-in server in helpers.py, a real HTTP server in a thread standing in for a misbehaving
-proxy in front of vLLM.
-"""
+"""Failures the probe must classify, against real HTTP servers on loopback: refused connections on
+a free port; answers a healthy vLLM does not give on demand (500, HTML, no `choices`, 401, trickled
+or reset) from the stand-in server of helpers.py."""
 
 from __future__ import annotations
 

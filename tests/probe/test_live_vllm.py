@@ -1,9 +1,6 @@
-"""The probe against a real vLLM CPU server: answers, accounting, API key, a hung engine.
-
-`kill -STOP` of the EngineCore process is a real hang: /health keeps answering 200, a
-completion never returns, vLLM's own gauges freeze. The probe must say so, and its /ready
-must take the server out of service until `kill -CONT`.
-"""
+"""The probe against a real vLLM CPU server: answers, accounting, API key, a hung engine. `kill -STOP`
+of EngineCore is a real hang (/health still 200, completions never return, gauges frozen): the probe
+must say so, and its /ready take the server out of service until `kill -CONT`."""
 
 from __future__ import annotations
 

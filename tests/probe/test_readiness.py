@@ -1,9 +1,6 @@
-"""/ready: what a Kubernetes readiness probe asks the canary instead of vLLM's /health.
-
-The rule, step by step on the probe's own state; then the endpoint of a real probe process
-against the stand-in server (helpers.py) in states that hold, so no check races a probe cycle.
-The real hang (a vLLM engine stopped with SIGSTOP) is in test_live_vllm.py.
-"""
+"""/ready: what a Kubernetes readiness probe asks the canary instead of vLLM's /health. The rule
+step by step on the probe's state, then a real probe process against the stand-in in states that
+hold (no race with a probe cycle); the real SIGSTOP hang is in test_live_vllm.py."""
 
 from __future__ import annotations
 

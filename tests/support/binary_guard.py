@@ -1,8 +1,6 @@
-"""Fail a test that runs a real server or tool without the marker `make check` leaves out.
-
-An audit hook sees every process a test starts; the hook cannot be removed, so it reads the
-markers of the test running now (None between tests: a session's own set-up is not judged).
-"""
+"""Fail a test that runs a real server or tool without the marker `make check` leaves out. An audit
+hook sees every process a test starts; it cannot be removed, so it reads the running test's markers
+(None between tests: a session's own set-up is not judged)."""
 
 from __future__ import annotations
 

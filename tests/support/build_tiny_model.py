@@ -1,14 +1,6 @@
-"""Build a tiny, randomly initialised Llama model that the vLLM CPU build can serve.
-
-Runs inside the vLLM virtualenv (it needs torch, transformers and tokenizers):
-
-    python build_tiny_model.py OUT_DIR
-
-Nothing is downloaded: the tokenizer is a byte-level BPE trained here on a few
-sentences, and the weights are random. The model only has to load, accept
-requests and produce tokens; what it says is irrelevant. head_dim must be 64:
-the CPU attention backend rejects head_dim 16.
-"""
+"""Build a tiny, randomly initialised Llama model the vLLM CPU build can serve, nothing downloaded.
+Run in the vLLM virtualenv: `python build_tiny_model.py OUT_DIR`. What it says is irrelevant;
+head_dim must be 64, as the CPU attention backend rejects 16."""
 
 from __future__ import annotations
 

@@ -25,10 +25,9 @@ def generate(out: Path, *args: str, config: dict | None = None) -> Path:
     return out
 
 
-# The burn tiers judged one window at a time (evaluated every 5 minutes): they test the burn
-# alert's own text, which reads only recorded miss ratios, the same whatever the release or
-# platform. The committed bundle, a user's thresholds and multi-cluster bundles run them; a
-# bundle of another release or platform may skip them.
+# The burn tiers judged one window at a time: they test the burn alert's text, which reads only
+# recorded miss ratios, the same for any release or platform. The committed bundle, a user's
+# thresholds and multi-cluster bundles run them; another release's or platform's may skip them.
 BURN_ONE_WINDOW_FILE = "slo-burn-every-5m.test.yml"
 # The SLO burn scenarios: most of promtool's time; a test of a rule outside the SLO groups skips them.
 BURN_TEST_FILES = ("slo-burn.test.yml", BURN_ONE_WINDOW_FILE)
@@ -42,11 +41,8 @@ ANOTHER_RELEASE = {"skip": (BURN_ONE_WINDOW_FILE,), "longest": BURN_FAST_TIERS_M
 
 
 def rule_test_files(bundle: Path, *, burn_rates: bool = True) -> list[str]:
-    """The bundle's promtool test files, relative to it.
-
-    burn_rates=False leaves out the slo-burn test files, half of promtool's time (three-hour series
-    for the slowest tier): a test that edits a rule outside the SLO groups cannot be caught there.
-    """
+    """The bundle's promtool test files, relative to it. burn_rates=False leaves out the slo-burn
+    files, half of promtool's time: a test editing a rule outside the SLO groups cannot be caught there."""
     paths = sorted((bundle / "tests" / "rules").glob("*.test.yml"))
     return [str(p.relative_to(bundle)) for p in paths if burn_rates or p.name not in BURN_TEST_FILES]
 
@@ -63,10 +59,9 @@ def rule_exprs(bundle: Path) -> dict[str, str]:
 
 
 def aggregation_clauses(bundle: Path) -> list[tuple[str, list[str]]]:
-    """(rule, labels) of every `by (...)` and `on (...)` clause of the bundle's rules, but the
-    joins that must keep no partition label: a cluster's or namespace's absence is not told
-    while the whole job is absent (absent() returns the job alone), and how long Prometheus has
-    scraped is one history per Prometheus (per cluster where kept), not per namespace."""
+    """(rule, labels) of every `by (...)` and `on (...)` clause of the bundle's rules, but the joins
+    that keep no partition label: absent() of the whole job returns the job alone, and how long
+    Prometheus has scraped is one history per Prometheus (per cluster where kept)."""
     out = []
     for where, expr in rule_exprs(bundle).items():
         expr = expr.replace("unless on (job) absent(", "unless absent(")

@@ -1,11 +1,6 @@
-"""A monitoring stack on loopback for the `vllm-obs doctor` tests.
-
-Real Prometheus and Alertmanager (the Debian binaries), the real log exporter and canary
-probe processes, and a webhook receiver for Alertmanager's notifications. The vLLM they
-watch is either the real server (tests/support/vllm_server.py) or a stand-in: a saved
-exposition of a real vLLM 0.32 served by a tiny HTTP server, for the cases that break the
-monitoring around vLLM rather than vLLM itself.
-"""
+"""A monitoring stack on loopback for the `vllm-obs doctor` tests: real Prometheus, Alertmanager, log
+exporter and canary probe, and a webhook receiver. The vLLM is the real server or a stand-in serving
+a saved real 0.32 exposition, for cases that break the monitoring rather than vLLM."""
 
 from __future__ import annotations
 
@@ -321,13 +316,9 @@ class Stack:
     webhook: LoopbackServer | None
 
     def doctor(self, *args: str, alertmanager: bool = True) -> DoctorRun:
-        """The doctor's report once every scrape of the stack's servers answered while it looked.
-
-        On a loaded machine one scrape of the stand-in or the exporter can time out (1 s
-        interval): Prometheus marks the target down and its series stale for one interval, and
-        the doctor rightly checks nothing of that job. That is not the state a test is about, so
-        the doctor looks again (a few times, a second apart) until its own report shows every
-        such target up."""
+        """The doctor's report once every scrape of the stack's servers answered while it looked: one
+        scrape timing out on a loaded machine leaves its job unchecked, which no test is about, so the
+        doctor looks again (a few times, a second apart) until every target is up."""
         base = ["--prometheus", self.prom.url, "--bundle", str(self.bundle)]
         if self.am and alertmanager:
             base += ["--alertmanager", self.am.url]
@@ -392,14 +383,9 @@ def stand_in_stack(
     wait_for_watchdog: bool = True,
     **web: object,
 ) -> Iterator[Stack]:
-    """A stand-in vLLM (a saved real exposition), the real log exporter reading a real log,
-    real Prometheus and Alertmanager loaded with a bundle generated for them.
-
-    exporter_instance: the instance the exporter's series get (default: the vLLM target's);
-    alerting: False leaves Prometheus without an Alertmanager; prometheus_edit changes the
-    running configuration (not the bundle); bundle_edit changes the bundle on disk before
-    Prometheus loads it; web: WebPrometheus options (prefix, web_config, auth...).
-    """
+    """A stand-in vLLM, the real log exporter on a real log, real Prometheus and Alertmanager with a
+    generated bundle. exporter_instance: its series' instance; alerting=False: no Alertmanager;
+    prometheus_edit/bundle_edit: change the running config/the bundle on disk; web: WebPrometheus options."""
     with contextlib.ExitStack() as stack:
         vllm = stack.enter_context(exposition_server())
         webhook = stack.enter_context(LoopbackServer())

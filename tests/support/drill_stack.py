@@ -1,12 +1,6 @@
-"""The live drill stack: real vLLM servers, each with the real log exporter and canary probe
-beside it, a real Prometheus loaded with a bundle generated from a live server's /metrics, a
-real Alertmanager with the generated routing, and a webhook that records every notification.
-
-Servers come and go during a drill (one is killed, another fails to start), so the stack is
-reconfigured as they do: the bundle is regenerated with the current targets (same drill
-configuration, same exposition, so the same rules) and Prometheus reloads it on SIGHUP, as an
-operator's Prometheus reloads a changed configuration.
-"""
+"""The live drill stack: real vLLM servers each with the real log exporter and canary probe, a real
+Prometheus with a bundle generated from a live server, a real Alertmanager and a recording webhook.
+As servers come and go, the bundle is regenerated for the current targets and Prometheus reloads it."""
 
 from __future__ import annotations
 
@@ -190,11 +184,9 @@ class Slot:
 
 
 class DrillPrometheus(Prometheus):
-    """Prometheus that reloads its configuration on SIGHUP.
-
-    Alertmanager starts first, so the default resend delay (1m) is kept: a shorter one would
-    also shorten how long Alertmanager holds an alert without news (4 x the delay), and an
-    evaluation late by that much on a loaded machine would resolve and re-notify it."""
+    """Prometheus that reloads its configuration on SIGHUP. It keeps the default resend delay (1m):
+    Alertmanager holds an alert without news for 4 x that delay, and a shorter hold would resolve and
+    re-notify an alert whose evaluation is late on a loaded machine."""
 
     def reload(self, timeout: float = 30) -> None:
         assert self.process is not None

@@ -1,12 +1,6 @@
-"""/metrics expositions built from the catalog, for features no server on this machine runs.
-
-The catalog (generator/vllm_obs/catalog/vllm-metrics.yaml) records each release's series
-with their type, label names, known label values and bucket bounds, read from vLLM's
-source. `catalog_exposition` prints every series a release exposes with the features
-named turned on, the way prometheus_client prints them, with values that grow with `t`
-(seconds since start) so that a real Prometheus scraping it sees moving rates. Values are
-illustrative; names, types, labels and buckets are the release's.
-"""
+"""/metrics expositions built from the catalog, for features no server on this machine runs:
+`catalog_exposition` prints a release's series with the named features on, as prometheus_client
+does, with values growing with `t` so rates move. Names, types, labels and buckets are the release's."""
 
 from __future__ import annotations
 

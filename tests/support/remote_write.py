@@ -1,10 +1,6 @@
-"""Remote write on loopback: Prometheus in agent mode scraping one cluster and remote-writing
-to a central Prometheus that receives remote write, evaluates the rules and notifies an
-Alertmanager (the layout of docs/multi-cluster.md, "Many clusters through remote write").
-
-The flags differ between Prometheus releases: agent mode is `--enable-feature=agent` from 2.32
-and `--agent` from 3.0; the receiver is `--enable-feature=remote-write-receiver` in 2.25-2.32
-and `--web.enable-remote-write-receiver` from 2.33."""
+"""Remote write on loopback (docs/multi-cluster.md): an agent-mode Prometheus per cluster writing to
+a central Prometheus that evaluates the rules and notifies Alertmanager. The agent and receiver
+flags follow the Prometheus release (agent_flag, receiver_flag)."""
 
 from __future__ import annotations
 
@@ -85,12 +81,9 @@ def agent_config(
     instance: str | None = None,
     interval: str = "1s",
 ) -> dict:
-    """One cluster's agent: scrapes `targets` as `job`, labels everything it sends with
-    `cluster` (global.external_labels) and remote-writes it to `write_url`.
-
-    instance: a name to give every target instead of its loopback address (two clusters then
-    have replicas of the same name, as two Kubernetes clusters running one manifest do).
-    The queue sends at least every second, in one shard (a scrape's samples in order)."""
+    """One cluster's agent: scrapes `targets` as `job`, labels all it sends with `cluster` (an external
+    label) and remote-writes to `write_url` in one shard, at least every second. instance: one name for
+    every target, so two clusters have replicas of the same name, as one manifest gives them."""
     job_config: dict = {
         "job_name": job,
         "scrape_interval": interval,

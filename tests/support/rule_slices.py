@@ -1,13 +1,6 @@
-"""The rules some alerts need, and promtool runs on just those rules.
-
-promtool evaluates every rule it is given at every step of a test, and a burn-rate scenario
-spans hours of steps. An alert reads only series: raw ones from the test's input and recorded
-ones. Given the alert and every recording rule it reads (directly or through other recorded
-series), each kept in its group and in its place there, promtool computes the same values for
-it as with the whole bundle, for a fraction of the work. An alert that reads the ALERTS of
-named alerts (its own page held open, the other SLOs' pages it waits behind) brings them into
-its slice; one that reads the ALERTS of any alert has no slice.
-"""
+"""The rules some alerts need, and promtool runs on just those rules. An alert reads only series, so
+with the recording rules it reads, each in its group and place, promtool gives the same verdict for
+a fraction of the work. Reading named alerts' ALERTS brings them in; reading any alert's, no slice."""
 
 from __future__ import annotations
 
@@ -160,14 +153,9 @@ def promtool_each_file_on_its_slice(
     only: tuple[str, ...] = (),
     longest: float | None = None,
 ) -> list[str]:
-    """Run the cases of each of the bundle's promtool test files on the slice of the alerts they
-    name, one run per set of alerts; the output of each run that fails. Cases with expression
-    tests, or an alert without a slice, run on the whole rules. A run identical to
-    one that already passed in this process is not repeated: bundles of other releases often
-    share rules byte for byte. `skip` names test files not to run, `only` the files to run alone
-    (a change to one area's rules); `first_failure` stops at the first run that fails (for a test
-    that only needs the broken rule noticed); `longest` leaves out the cases judged after that
-    many minutes."""
+    """Run each promtool test file's cases on the slice of the alerts they name (whole rules for
+    expression tests or an alert without a slice), skipping identical runs that already passed; the
+    failing runs' output. skip/only: files; first_failure: stop at one; longest: last minute judged."""
     promtool = binary("promtool")
     rules = RuleFiles(bundle)
     failures = []

@@ -1,8 +1,6 @@
 """Public data beside the project (../shared from its root), which a user's clone does not have.
-
-Tests may read it when it is present and skip in one line when it is not; nothing of it is copied
-into the project. VLLM_OBS_SHARED points elsewhere (README: where to get it).
-"""
+Tests read it when present and skip in one line when not; nothing of it is copied into the project.
+VLLM_OBS_SHARED points elsewhere (README: where to get it)."""
 
 from __future__ import annotations
 

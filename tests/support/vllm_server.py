@@ -1,9 +1,6 @@
-"""Start a real vLLM (CPU build) server on loopback with a tiny local model.
-
-Used by the test suite (once per session where it can) and by the fixture-capture
-script. The vLLM virtualenv is built by `make vllm-venv` (see DEVELOPERS.md) outside the
-clone; `VLLM_OBS_VLLM_PYTHON` points at its python if it lives elsewhere.
-"""
+"""Start a real vLLM (CPU build) server on loopback with a tiny local model, for the test suite and
+the fixture-capture script. `make vllm-venv` builds its virtualenv (DEVELOPERS.md);
+`VLLM_OBS_VLLM_PYTHON` points at its python if it lives elsewhere."""
 
 from __future__ import annotations
 
@@ -89,10 +86,9 @@ def http_post_json(url: str, body: dict, timeout: float = 60.0) -> tuple[int, st
         return exc.code, exc.read().decode("utf-8", "replace")
 
 
-# The tiny model's weights are float32. In bfloat16 on a CPU that advertises AMX, vLLM 0.32's
-# CPU attention takes its AMX kernel, and on a VM that advertises AMX without running it (a
-# Firecracker guest) the model worker dies of SIGILL on the first request. float32
-# takes the vector kernel everywhere; nothing the tests watch depends on the dtype.
+# float32, not bfloat16: on a CPU advertising AMX, vLLM 0.32's CPU attention takes its AMX kernel,
+# and a VM advertising AMX without running it (a Firecracker guest) kills the worker with SIGILL.
+# Nothing the tests watch depends on the dtype.
 TEST_DTYPE = ("--dtype", "float32")
 
 
@@ -190,13 +186,9 @@ class VllmServer:
         )
 
     def pin_engine(self, cpu: int | None = None) -> None:
-        """Keep the engine processes (every thread of EngineCore and its workers) on one CPU.
-
-        Under load the CPU engine's two processes spin on both cores of a 2-core machine, and
-        the API server starves: /metrics then took 7 to 50 s to answer 20 clients (measured),
-        every scrape timed out and each gap restarted the alerts' `for`. Pinned, /metrics
-        answers in 10 ms under the same load. The API server stays free to use every core.
-        """
+        """Keep the engine processes (every thread of EngineCore and its workers) on one CPU, so the API
+        server, free to use every core, still answers /metrics under load: unpinned on two cores, scrapes
+        timed out and restarted the alerts' `for` (DEVELOPERS.md)."""
         allowed = sorted(os.sched_getaffinity(0))
         if len(allowed) < 2:
             return
