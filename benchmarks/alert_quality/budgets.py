@@ -1,18 +1,6 @@
-"""How soon each kind of page-worthy incident must page, stated from what its users lose, in
-simulated seconds from the incident's start. Nothing here reads the rules under test (no `for`,
-window or group wait of the bundle): a budget moves only when the harm does, and a rule set
-with another design is judged by the same yardstick.
-
-- Capacity lost (a death logged or silent, a hang, a crash loop, a start that fails, a backlog
-  after one): every user routed to a lost replica fails or waits from the first second, and a
-  model near or below its floor cannot serve its traffic. Five minutes: the time an on-call
-  engineer is expected to be looking at an outage (the SRE workbook's fast page).
-- A share of failed or refused requests: the time that share takes to spend 2% of a 30-day
-  error budget of the users' availability objective (the scenario's, 99.9% unless it says),
-  plus five minutes to notice. A 30% burst: 173 s + 300 s; a 5% one: 1037 s + 300 s.
-- A latency SLO missed by most requests (a spike beyond capacity, the KV cache exhausted, a
-  slow replica that deserves a page): five minutes, as for lost capacity; the users wait now.
-Kinds that must not page (a planned restart or upgrade, a quiet window) have no budget.
+"""How soon each kind of page-worthy incident must page, in simulated seconds from its start, stated
+from what its users lose (README, "Budgets from harm"). Nothing here reads the rules under test, so
+a rule set of another design meets the same yardstick; kinds that must not page have no budget.
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
-"""Fit the replica model's step time to the real vLLM CPU server, and check the fit.
-
-    .venv/bin/python -m benchmarks.alert_quality.calibrate --out benchmarks/alert_quality/calibration.yaml
-
-It starts the real vLLM 0.32.0 CPU build with the tiny test model (as the tests do, its engine
-pinned to one CPU), with the scheduler limits the model takes as parameters, and measures
-through vLLM's own histograms (the `/metrics` deltas of a run):
-
-- prefill: one request at a time, prompts of 16 to 512 tokens, one output token: each time to
-  first token is one step of that many prefill tokens (and nothing queued);
-- decode: 1, 2, 4 and 8 requests at once, short and long prompts, 64 output tokens: each
-  inter-token latency is one step of that many decoding sequences over their contexts.
-
-A least-squares fit of `step_base + per_prefill_token * P + per_decode_seq * D +
-per_context_token * C` over those runs gives the coefficients; the file keeps every run with
-its measured and fitted step time, R², the server's settings and the machine. The replica model
-then runs at this server's speed: its dynamics (batching, queueing, preemption) are what the
-benchmark relies on, not the CPU's absolute timings.
-
-With `--locust` (`make calibrate`), two minutes of the conversation trace (lengths divided by 8
-to fit the tiny model) are then replayed at 70% and 130% of the model's capacity on that
-traffic, through the real server under locust and through the model with the fitted
-coefficients: the file keeps locust's own percentiles and, for time to first token, queue time
-and end-to-end latency, the p50 and p95 of the server's histograms next to the model's,
-bucketed alike.
+"""Fit the replica model's step time to the real vLLM CPU server and check the fit; with --locust,
+replay trace traffic through both. Writes every run, the fitted coefficients and the server's
+settings (`make calibrate`; the method is in benchmarks/alert_quality/README.md).
 """
 
 from __future__ import annotations

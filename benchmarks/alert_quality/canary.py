@@ -1,19 +1,6 @@
-"""The canary probe over the simulated fleet: vllm-probe's own metrics (vllm_probe.metrics, the
-code the real sidecar serves) fed with what each probe of a simulated server comes to.
-
-Every `interval` seconds (each wait drawn within +/- `jitter`, as the real probe draws it) a
-target is probed, at the fleet's step boundary: /health answers 200 while the server answers at
-all (a hung engine's too); the one-token completion is a real request in the replica's engine,
-queued with the users' (so its latency is what a user's first token waits, and the engine's
-counters include it, as the rules expect), and comes to:
-- success, with its latency, once the engine finishes it within `timeout`;
-- `timeout`, `timeout` seconds after it was sent, if it has not (a hung or drowned engine);
-- `refused` when nothing listens (a dead, stopped or starting server);
-- `http_5xx` when an error burst fails it as it fails users' requests, or the engine dies with
-  it in flight and says so; `error` (a reset connection) when the process vanishes silently.
-Admission rejections do not turn it away: the incident refuses a share of the users' requests,
-not those over a queue length the probe would find. A pooling (embedding) model answers its
-completion with a 400, as vLLM does: the probe counts `http_4xx`.
+"""The canary probe over the simulated fleet: vllm-probe's own metrics code fed with what each probe
+of a simulated server comes to, at the real probe's interval, timeout and jitter. Each probe is a
+real request queued in the replica's engine; its outcomes by server state are in the README.
 """
 
 from __future__ import annotations

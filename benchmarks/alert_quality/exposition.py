@@ -1,9 +1,6 @@
-"""A simulated replica's `/metrics`: the real vLLM 0.32 exposition (the fleet benchmark's
-template: every family, label set and bucket layout of a captured server) with the values of
-what the replica model observed, bucketed exactly as vLLM's histograms bucket them.
-
-Families the model does not simulate (prefix and multimodal caches, FLOPs, the process) stay at
-a fresh server's values: counters and histograms at zero, the rest as captured.
+"""A simulated replica's `/metrics`: the real vLLM 0.32 exposition (the fleet benchmark's template)
+filled with what the replica model observed, bucketed exactly as vLLM's histograms bucket them.
+Families the model does not simulate stay at a fresh server's values.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The simulated fleet: each scenario model's replicas behind a Service that spreads its
-requests at random over the ready ones, as a Kubernetes Service (kube-proxy) does.
-
-A replica taken out of service (dead, restarting, out of the endpoints) receives nothing; a
-request that finds no ready replica of its model fails, as a connection to a Service without
-endpoints is refused. Each member's incidents are changes scheduled on it (incidents.py) and
-applied, in time order, as the fleet's clock passes them; a server that starts again gets a
-fresh engine model and exposition, its counters from zero as a new process's are.
+"""The simulated fleet: each scenario model's replicas behind a Service that spreads requests at
+random over the ready ones (with none ready a request fails, as with no endpoints). Incidents are
+changes scheduled on members (incidents.py); a restarted server gets a fresh engine and counters.
 """
 
 from __future__ import annotations

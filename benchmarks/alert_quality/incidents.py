@@ -1,9 +1,6 @@
-"""What each kind of incident does to the fleet, over simulated time.
-
-`schedule` turns a scenario's incidents into changes scheduled on the targeted members (their
-server's lifecycle and their engine's faults); the fleet applies them as its clock passes them.
-`spiked` adds a traffic spike's extra requests to a model's arrivals, before the fleet is built.
-The times a restart takes are lifecycle.py's.
+"""What each kind of incident does to the fleet, over simulated time. `schedule` turns a scenario's
+incidents into changes on the targeted members, applied as the fleet's clock passes them; `spiked`
+adds a spike's extra requests to a model's arrivals. The times a restart takes are lifecycle.py's.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""A simulated server's lifecycle: whether it answers scrapes, whether its Service routes to it,
-and what vllm-log-exporter would export from its log (state, events, their times).
-
-The benchmark's incidents drive it (incidents.py, through the fleet's members): a death with
-or without a log line, a start that fails, a planned stop, a restart by the orchestrator. The
-log view's families, names, labels and HELP text come from the exporters' contract, so the
-rules under test read exactly what the real log exporter serves.
-
-Times an operator would recognise, not measurements of one server:
-- STARTUP: a restarted server is ready this long after its process starts (a model of a few
-  billion parameters loads and warms up in a minute or two on a GPU); a third of the way in,
-  its log says it is loading the weights.
-- backoff(): the orchestrator starts a dead container again after 10 s, then 20, 40... up to
-  five minutes (kubelet's crash-loop back-off).
-- GRACE: a planned stop (SIGTERM) finishes within 30 s (Kubernetes' default
-  terminationGracePeriodSeconds); what is still in flight then is lost.
+"""A simulated server's lifecycle: whether it answers scrapes, whether its Service routes to it, and
+what vllm-log-exporter would export from its log (families from the exporters' contract). Its times
+(STARTUP, backoff(), GRACE) are ones an operator would recognise, not one server's measurements.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""A locustfile that replays a schedule of requests at their own times (open loop), the way
-users arrive, not the way a fixed number of users loop.
-
-    locust -f benchmarks/alert_quality/locust_replay.py --headless -u 1 -r 1 \\
-        -H http://127.0.0.1:PORT --csv OUT/replay --only-summary
-
-The schedule is a JSON list of [offset seconds, prompt tokens, output tokens] in the file
-VLLM_OBS_REPLAY_SCHEDULE; VLLM_OBS_REPLAY_MODEL names the served model. One dispatcher user
-starts each request at its offset in a gevent pool of its own (locust's FastHttpUser runs one
-request at a time per user otherwise) and stops the run when every request has answered. Each
-request streams; two rows are timed here and recorded as requests of their own: `e2e` (the whole
-request) and `ttft` (until the first streamed token), with their percentiles in
-OUT/replay_stats.csv (locust's own `headers` row times a streamed request to its headers).
-
-Runs in locust's own virtualenv (`make locust-venv`), never imported by the project's code.
+"""A locustfile replaying the schedule in VLLM_OBS_REPLAY_SCHEDULE (JSON rows [offset s, prompt
+tokens, output tokens]) open loop against VLLM_OBS_REPLAY_MODEL, streaming, timed as `e2e` and `ttft`.
+Runs in locust's own virtualenv (`make locust-venv`; calibrate.py starts it), never imported here.
 """
 
 from __future__ import annotations

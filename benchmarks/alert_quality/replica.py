@@ -1,29 +1,6 @@
-"""One simulated vLLM replica: continuous batching, step by step, as the V1 scheduler runs it.
-
-The alert-quality benchmark needs replicas whose metrics answer to load the way vLLM's do: a
-queue that builds when arrivals outrun the engine, time to first token that grows with it, KV
-blocks that run out and preempt requests. This is that model, at the level of engine steps.
-
-Each step the scheduler spends a token budget (`max_num_batched_tokens`): first on the running
-requests in admission order (a decode takes one token, a prefill the rest of its prompt, in
-chunks), then admits waiting requests first come first served while a sequence slot
-(`max_num_seqs`), budget and KV blocks remain. A running request that needs a block when none
-is free preempts the most recently admitted one (recompute: its blocks are freed, it goes back
-to the head of the queue and recomputes its prompt and the tokens it had generated). A step
-takes `step_base + per_prefill_token * prefill tokens + per_decode_seq * decoding sequences +
-per_context_token * tokens in the batch's context`; the coefficients are fitted to the real
-vLLM CPU server by the benchmark's calibration.
-
-What it reports are the raw observations (seconds and token counts) of the families vLLM
-exposes; turning them into buckets is the exposition's job.
-
-The benchmark's incidents act on it through three faults: a slowdown (every step takes longer),
-a hang (no step runs; requests pile up and wait) and a smaller KV cache (the most recently
-admitted requests are preempted until the rest fit). A death is the end of the Replica: its
-requests in flight are lost, and the server that starts again is a new one, its counters from
-zero. A request whose client gave up is aborted (vLLM counts it finished, reason `abort`). A
-pooling request (an embedding model's) ends with its prompt's last chunk: no output token, no
-inter-token latency, finished `stop`.
+"""One simulated vLLM replica: continuous batching, step by step, as the V1 scheduler runs it, with
+step times fitted to the real vLLM CPU server. It reports raw observations of vLLM's families and
+has three faults (slowdown, hang, smaller KV cache); the README describes the model.
 """
 
 from __future__ import annotations
@@ -168,11 +145,9 @@ class Replica:
             self.seen.aborted += 1
 
     def decode_run(self, t: float) -> bool:
-        """The steps before t in which nothing but decoding can happen, computed in one pass:
-        what `step` would do one step at a time (the simulation's hot path). It applies while
-        every running request decodes, no waiting one can be admitted, none finishes and the
-        free KV blocks cover what the run needs; the step that breaks one of these is left to
-        `step`. False when fewer than two steps apply."""
+        """The steps before t in which nothing but decoding happens, in one pass (the hot path): what
+        `step` would do while every running request decodes, none is admitted or finishes and free KV
+        blocks suffice; the step that breaks this is left to `step`. False when fewer than two apply."""
         running, p = self.running, self.p
         n = len(running)
         if n == 0 or n > p.max_num_batched_tokens:

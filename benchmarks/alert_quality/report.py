@@ -1,7 +1,5 @@
-"""A run's figures as Markdown (report.md beside results.json), and several runs side by side
-for the README:
-
-    python -m benchmarks.alert_quality.report work/day/results.json [more results.json ...]
+"""A run's figures as Markdown (report.md beside results.json), and several runs side by side for
+the README: `python -m benchmarks.alert_quality.report work/day/results.json [more ...]`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""The rule sets a run can judge, all on the same simulated fleet and the same Alertmanager
-routing (critical pages; everything else goes to chat):
-
-- `bundle`: the bundle this checkout generates;
-- `workbook`: this checkout's bundle with the SRE workbook's burn pages (workbook.py): the
-  textbook on the same recordings, routing and other alerts;
-- `before`: the bundle the generator of an earlier commit generates (issue 23 compares
-  0b48dea, the bundle before its paging policy), from that commit's `generator/` in git;
-- `peer`: the one public vLLM rule set, the PrometheusRule of vLLM PR #34638 (closed unmerged),
-  its alerts run exactly as written (their metric names, thresholds, `for` and severity). It is
-  read from `reference/peers.md` in ../shared (section 2.1, the PR's eight alerts with their
-  source), which the project does not copy; without it the run says so and stops.
+"""The rule sets a run can judge on the same simulated fleet and Alertmanager routing: `bundle`
+(this checkout's), `workbook` (workbook.py), `before` (an earlier commit's generator, from git) and
+`peer` (vLLM PR #34638's rules, read from ../shared's reference/peers.md; without it the run stops).
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """Run a scenario through one or more rule sets on real Prometheus and Alertmanager servers, and
-score every notification.
-
-    python -m benchmarks.alert_quality.run --scenarios benchmarks/alert_quality/scenarios/smoke.yaml \
-        --time-scale 30 --rules bundle,before,peer --out benchmarks/alert_quality/work/smoke
-
-The scenario's fleet (traffic from the traces, incidents on their schedule) is simulated once and
-served over HTTP (serve.py) on a clock `--time-scale` times as fast as the wall clock. Each rule
-set (rule_sets.py: this checkout's bundle, the bundle of an earlier commit, vLLM PR #34638's
-rules) gets its own bundle, generated with the production defaults (the knobs of `--config`, if
-given, over them) and rewritten for that clock (timescale.py), its own Prometheus scraping the
-fleet through the bundle's scrape jobs, its own Alertmanager and a webhook that records every
-notification: the rule sets see exactly the same data. At the end each one's notifications are
-scored against the schedule (scoring.py, with budgets.py's time to page) and written to
-out/<rule set>/ (results.json: the figures and the run's own health; notifications.json: every
-post, times in simulated seconds; report.md), and out/report.md holds them side by side.
+score every notification. The fleet is simulated once, on a clock --time-scale times as fast; each
+rule set gets its own Prometheus, Alertmanager and webhook (benchmarks/alert_quality/README.md).
 """
 
 from __future__ import annotations

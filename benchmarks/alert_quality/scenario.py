@@ -1,26 +1,6 @@
 """A scenario file: the fleet to simulate and the incidents to inject, in YAML, so a scenario is
-added without code (`--scenarios FILE`). The kinds of incident, with their parameters and what
-each does to the replicas, are data (KINDS); a file naming anything else is refused in one
-sentence that says what to write instead.
-
-    name: smoke
-    seed: 1
-    duration: 45m                  # simulated time
-    start_hour: 9                  # optional: the hour of the day at time 0 (the daily rhythm)
-    background: {error_share: 0.0005, abort_share: 0.018, rhythm: 0.35}   # optional: background.py
-    availability_objective: 0.999  # optional: the users' promise the error budgets are of
-    fleet:
-      - {model: chat, namespace: llm-chat, replicas: 4, trace: conv, per_replica_rate: 1.5}
-      - {model: embed, namespace: llm-embed, replicas: 2, trace: conv, per_replica_rate: 2, task: embed}
-    incidents:
-      - {id: dead-1, kind: engine_death, at: 10m, duration: 10m, target: {model: chat, replicas: 1}, expect: page}
-
-`expect` is what the incident deserves: `page` (users feel it: an SLO burns, or a model lost
-serving capacity), `ticket` (a cause to fix in working hours) or `none` (must not notify at all).
-Times are offsets from the start of the simulated run. Incidents may overlap on one model (a
-death during a burst): each acts on its targets in time order, and a notification belongs to
-every incident whose window holds it (scoring.py). A model's `task` is `generate` (the
-default) or `embed` (a pooling model: no output tokens).
+added without code (format: README, "Writing a scenario"). The kinds of incident are data (KINDS);
+a file naming anything else is refused in one sentence that says what to write instead.
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
-"""Scoring a run: every notification Alertmanager sent, recorded by the webhook, judged against
-the schedule of incidents.
-
-A notification belongs to every incident on its model whose window holds the moment its alerts
-started firing: from the incident's start to its end plus `grace` (a burn-rate alert's long
-window still holds the incident for a while after it ends; an alert that starts later than
-that is about something else). Incidents overlap in real fleets (a death during a burst): each
-one open then is shown the notification, and one that deserves less than another holding it
-(a rollout during a spike that pages) is not failed by it. Its model is read from its labels
-(`model_name`, a name a model upgrade gave it, else the namespace or instance the fleet gave
-that model); a notification of no model (the watchdog, a rule about the whole job) belongs to
-no incident. What a notification is, a page or a
-ticket, is where Alertmanager sent it: a page receiver wakes someone, any other is a ticket
-or a chat message; ignored receivers (the watchdog's dead man's switch) are not notifications.
-
-Per incident: paged, ticketed or missed; seconds from its start to the first post to the
-pager; how many pages, pager updates and chat notifications it made. A page is what wakes
-someone: a firing post to a page receiver for a notification group that has no page open.
-Alertmanager sends a group's posts to PagerDuty under one dedup key (the group key), and
-PagerDuty keeps trigger events with the key of an open incident in that incident, so a group's
-updates and repeats while it fires are not new pages; its resolved post closes it. Those
-updates are counted and shown (`page_updates`), never failed: an incident whose alerts only
-reach a page already open is in front of the person that page woke. Chat notifications
-(`tickets`) are every firing post to any other receiver; resolved posts are not notifications.
-Over the healthy time (no incident window, or a window whose incident must not notify), model
-by model: pages and tickets, and pages per day of 100 replicas.
+"""Scoring a run: every notification Alertmanager sent, recorded by the webhook, judged against the
+schedule of incidents. Which incident a notification belongs to, what a page is, and the figures per
+incident and over healthy time: the README's `scoring.py`.
 """
 
 from __future__ import annotations
@@ -98,10 +75,9 @@ class IncidentScore:
 
     @property
     def ok(self) -> bool:
-        """What the incident deserves, and nothing more: a post to the pager in time for `page`
-        (a new page, or an update to one open), a chat notification and no page for `ticket`,
-        no page nor chat for `none`; a notification another incident open then deserved does
-        not fail it."""
+        """What the incident deserves and nothing more: a post to the pager in time for `page` (a new
+        page or an update to one open), chat and no page for `ticket`, neither for `none`; a notification
+        another incident open then deserved does not fail it."""
         if self.expect == "page":
             reached = self.pages or self.page_updates
             return bool(reached) and (self.budget is None or self.time_to_page <= self.budget)

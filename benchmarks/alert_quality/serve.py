@@ -1,16 +1,6 @@
-"""The simulated fleet over HTTP, in real time, for a real Prometheus to scrape.
-
-    /replicas/<instance>/metrics   the replica's vLLM /metrics; 503 while its server does not
-                                   answer (a dead, stopped or starting server: Prometheus fails
-                                   the scrape and `up` is 0, as for a refused connection)
-    /replicas/<instance>/log       its log exporter's /metrics (a sidecar that answers throughout)
-    /probe/metrics                 the canary's /metrics (one probe watching every replica)
-    /health
-
-`targets` writes the file_sd files that name them, with the labels the bundle's scrape jobs
-expect (the replica's `instance`; the log exporter's `__vllm_instance`, which the bundle's job
-relabels into `instance`). The simulated clock runs one to one with the wall clock from `start`,
-the Unix time the fleet and the canary were built with as their time 0.
+"""The simulated fleet over HTTP in real time, for a real Prometheus: /replicas/<instance>/metrics
+(503 while its server does not answer), /replicas/<instance>/log, /probe/metrics and /health;
+`targets` writes the file_sd files the bundle's scrape jobs expect. Time 0 is `start` (Unix time).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The figures of a run of several seeds: each one's median and range, rule sets side by side,
-and this checkout's bundle against each other rule set row by row.
-
-A difference between two rule sets counts only where their ranges do not overlap: a change to
-the rules is kept or reverted on a difference larger than the seeds' own spread. Written to
-out/spread.json and out/report.md (each seed's own reports stay in out/seed-N/).
+"""The figures of a run of several seeds: each one's median and range, rule sets side by side, and
+this checkout's bundle against each other rule set row by row; a difference counts only where the
+ranges do not overlap. Written to out/spread.json and out/report.md.
 """
 
 from __future__ import annotations
@@ -100,10 +97,9 @@ def _disjoint(a: dict, b: dict) -> bool:
 
 
 def compare(mine: list[dict], theirs: list[dict]) -> list[dict]:
-    """The bundle's rows against another rule set's: `better`, `worse` or `as good`, on what the
-    incident deserves first (how many seeds got it), then, beyond the seeds' spread only, the
-    pages (one is what a page-worthy incident deserves) and the time to page, or the
-    notifications of one that deserves fewer; with what paged in each, which says why."""
+    """The bundle's rows against another rule set's: `better`, `worse` or `as good`, first on what the
+    incident deserves (in how many seeds), then beyond the seeds' spread on pages and time to page, or
+    on notifications for one that deserves fewer; with what paged in each, which says why."""
     out = []
     for a, b in zip(mine, theirs, strict=True):
         verdict, on = "as good", ""

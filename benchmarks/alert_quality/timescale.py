@@ -1,24 +1,6 @@
-"""A generated bundle on a clock `factor` times as fast: what a simulated day needs to run in
-an hour on a real Prometheus and Alertmanager.
-
-The simulated fleet lives on a virtual clock: simulated second t happens at wall time
-`epoch + t / factor`, and every timestamp it exposes (a log line's, a probe's) is virtual,
-`epoch + t`. Its counters advance by the simulated amounts, so per wall second `factor` times
-as fast. The bundle keeps its meaning on that clock when, and only when:
-
-- every duration is divided by the factor: range windows and subquery steps, offsets, `for`
-  and `keep_firing_for`, rule groups' intervals, scrape and evaluation intervals, Alertmanager's
-  group_wait, group_interval and repeat_interval (a window still holds as many scrapes);
-- every per-second function (`rate`, `irate`, `deriv`) is divided by the factor, so it reads
-  per simulated second and every rate threshold keeps its unit (`increase`, ratios and
-  quantiles need nothing);
-- `time()` and `timestamp(...)` read the virtual clock (`epoch + (wall - epoch) * factor`), so
-  an age computed against an exposed timestamp is in simulated seconds;
-- `predict_linear`'s horizon, in wall seconds, is divided by the factor.
-
-Anything else that reads the clock the rewrite does not know is refused, so a rule added later
-cannot silently run on the wrong clock. Annotations and runbooks are left as written: they
-speak of the simulated durations, which is what the rules now mean.
+"""A generated bundle on a clock `factor` times as fast, so a simulated day runs in an hour on a real
+Prometheus and Alertmanager: durations and per-second functions divided, time() on the virtual clock,
+anything else that reads the clock refused (README, "The clock").
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The public Azure LLM inference traces (one hour each of a conversation and a code service):
-arrival times with prompt and output lengths, the traffic the benchmark replays.
-
-They are not part of the project: they live in ../shared/traces/ beside a checkout (or under
-VLLM_OBS_SHARED, as for the tests). The source is Azure/AzurePublicDataset on GitHub, folder `data/`,
-files AzureLLMInferenceTrace_{conv,code}.csv (CC-BY 4.0); the README says how to fetch them.
+"""The public Azure LLM inference traces (an hour each of a conversation and a code service): arrival
+times with prompt and output lengths, the traffic the benchmark replays. Not part of the project:
+they live in ../shared/traces/ (or under VLLM_OBS_SHARED); the README says how to fetch them.
 """
 
 from __future__ import annotations
@@ -97,13 +94,9 @@ def arrivals(
     load: Callable[[np.ndarray], np.ndarray] | None = None,
     peak: float = 1.0,
 ) -> Arrivals:
-    """`duration` seconds of requests at `rate` per second on average, made of the trace.
-
-    Enough copies of the hour are laid over each other, each shifted by its own random offset
-    (wrapping around the hour) and repeated to cover the duration, then thinned at random to
-    the rate: each copy keeps the trace's bursts and lulls, and several copies blend as a
-    larger user base would. Each request keeps its own prompt and output length. `load` (of
-    the arrival times, at most `peak`) scales the rate over time: the daily rhythm.
+    """`duration` seconds of requests at `rate` per second on average, made of the trace: copies of the
+    hour at random offsets, laid over each other and thinned to the rate, keep its bursts and lulls and
+    each request's lengths. `load` (of the arrival times, at most `peak`) scales the rate: the day's rhythm.
     """
     rng = np.random.default_rng(seed)
     peak = peak if load is not None else 1.0

@@ -1,16 +1,6 @@
-"""The `workbook` rule set: this checkout's bundle with its SLO burn pages as the SRE workbook
-writes them, so the bundle's own paging machinery is judged against the textbook on the same
-recordings, routing and other alerts.
-
-The rewrite keys on names that stay stable while the rules change: the burn alerts'
-names, their `long`/`short` labels (which name the tier) and the recorded miss ratios
-`job_model:<slo metric>:slo_miss_ratio_<window>`. Each burn alert becomes the plain tier
-
-    job_model:<m>:slo_miss_ratio_<long> > (F * B) and on (<fleet labels>) job_model:<m>:slo_miss_ratio_<short> > (F * B)
-
-with kubernetes-mixin's factor, `for` and severity for that tier (TIERS) and B = 1 - the SLO's
-objective; the capacity page keeps its expression with `for: 2m`; no alert keeps a
-`keep_firing_for`. Everything else of the bundle is left as generated.
+"""The `workbook` rule set: this checkout's bundle with its SLO burn pages as the SRE workbook writes
+them (kubernetes-mixin's tiers: TIERS), to judge the bundle's paging against the textbook. It keys
+on the burn alerts' names, `long`/`short` labels and recorded miss ratios; the README gives the form.
 """
 
 from __future__ import annotations

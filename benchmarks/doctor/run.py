@@ -1,23 +1,6 @@
-"""How long `vllm-obs doctor` takes on a Prometheus holding a fleet of vLLM targets.
-
-    .venv/bin/python -m benchmarks.doctor.run --engines 50 --out benchmarks/doctor/work/dev
-    .venv/bin/python -m benchmarks.doctor.run --engines 1000 --repeats 5 --wait-for-load 0.5 \\
-        --out benchmarks/doctor/work/n1000
-
-Phases:
-1. the bundle: `vllm-obs generate --vllm-version 0.32.0 --config` from this checkout (job
-   `vllm`, the fleet simulator as target, an Alertmanager, no log exporters or probes:
-   nothing simulates those);
-2. the fleet simulator of benchmarks/fleet (`python -m benchmarks.fleet.simulator`): N vLLM
-   0.32 engines, each its own target and `instance`, a few of them unhealthy;
-3. a real Alertmanager with the bundle's routing, and a real Prometheus scraping every
-   engine every 15 s with the bundle's rules, sending to that Alertmanager;
-4. once every target is up and `--warmup` has passed (the rate windows fill), the doctor
-   runs `--repeats` times as a subprocess (`vllm-obs doctor ... --json`), each timed from
-   start to exit, with the machine's load noted before each run.
-
-OUT/results.json holds every run (wall time, the doctor's own timing per check family,
-exit code, failures and warnings, the load); the summary is printed.
+"""How long `vllm-obs doctor` takes on a Prometheus holding a fleet of vLLM targets: the bundle, the
+fleet simulator, a real Alertmanager and Prometheus, then the doctor timed --repeats times once every
+target is up. OUT/results.json holds every run (benchmarks/doctor/README.md).
 """
 
 from __future__ import annotations

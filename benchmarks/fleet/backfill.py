@@ -1,17 +1,6 @@
-"""The SLO rules' steady-state cost: days of history for the series they read.
-
-The SLO groups record each objective's 5-minute bad and total rates and compute their 30m
-to 3d windows as sum_over_time of those. An hour-long run only holds an hour, so its 2h,
-6h, 1d and 3d windows read an hour of samples and cost far less than they will on a
-Prometheus that has run for days. This writes days of the raw series the latency SLOs read
-(per engine: the TTFT and inter-token latency `_count`, and their bucket at the SLO
-threshold) and of the recorded 5-minute rates the rules would have written from them (no
-request failed: the availability SLO's bad rate is 0), 15 s apart, with the labels
-Prometheus gives them, backfills them with `promtool tsdb create-blocks-from openmetrics`,
-and times the SLO groups alone on a Prometheus that scrapes nothing.
-
-    .venv/bin/python -m benchmarks.fleet.backfill --engines 250 --days 3 --minutes 5 \\
-        --bundle benchmarks/fleet/work/n1000-v2/bundle --out benchmarks/fleet/work/backfill-250
+"""The SLO rules' steady-state cost: days of history for the series they read, backfilled with
+promtool, then the SLO groups timed alone on a Prometheus that scrapes nothing (an hour-long run
+holds an hour, so its 2h to 3d windows cost far less than after days).
 """
 
 from __future__ import annotations

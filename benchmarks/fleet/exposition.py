@@ -1,11 +1,6 @@
-"""The real vLLM 0.32 exposition as a template: families, labels and bucket layouts kept,
-values filled in per engine.
-
-The template is the capture of a real vLLM 0.32.0 CPU server under traffic
-(tests/fixtures/metrics/vllm-0.32.0-cpu-traffic.prom). vLLM serves it in the classic text
-format whatever Prometheus asks for (its /metrics handler is
-prometheus-fastapi-instrumentator's, which calls `generate_latest`), so the `_created`
-gauges are real series that Prometheus stores, and so they are here.
+"""The real vLLM 0.32 exposition as a template: families, labels and bucket layouts kept, values
+filled in per engine. The capture is tests/fixtures/metrics/vllm-0.32.0-cpu-traffic.prom; its
+`_created` gauges stay, since vLLM serves the classic text format and Prometheus stores them.
 """
 
 from __future__ import annotations

@@ -22,11 +22,8 @@ class Member:
 
 
 def plan(engines: int, profiles: dict, unhealthy: int = 1, seed: int = 1) -> list[Member]:
-    """`engines` members, models by their share, `unhealthy` engines of each condition.
-
-    The unhealthy engines are spread evenly over the fleet and rotate through the models,
-    so no model is served by unhealthy engines only.
-    """
+    """`engines` members, models by their share, `unhealthy` engines of each condition, spread evenly
+    over the fleet and rotating through the models, so no model is served by unhealthy engines only."""
     models = list(profiles["models"])
     shares = [profiles["models"][m]["share"] for m in models]
     rng = random.Random(seed)

@@ -1,10 +1,6 @@
-"""A simple load model that advances one engine's counters, histograms and gauges.
-
-Each engine is advanced lazily, when it is scraped, by the time since its last scrape:
-requests finished in that time are Poisson, their latencies and token counts fall into
-the real bucket layout by the bucket probabilities of a log-normal distribution
-(a multinomial draw), and the sums follow. The profiles (models, unhealthy conditions)
-are data in profiles.yaml.
+"""A simple load model that advances one engine's counters, histograms and gauges lazily, when it is
+scraped: Poisson finished requests, latencies and token counts in the real buckets by a multinomial
+draw over log-normal bucket probabilities. The profiles are data in profiles.yaml.
 """
 
 from __future__ import annotations

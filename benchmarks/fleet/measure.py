@@ -206,12 +206,9 @@ def time_panels(
     log=print,
     raw: bool = True,
 ) -> list[dict]:
-    """query_range of every panel query over the last `range_s`, recorded and raw, `repeats`
-    times each, back to back so that the machine's state hits both alike (`raw` False: the
-    recorded ones only, their raw figures NaN). Before each
-    repeat, wait (at most `max_wait_s`, and `budget_s` in all) until other work leaves the
-    CPU (uses less than `quiet_cores`); the medians are over the repeats that stayed quiet,
-    or over all of them (flagged) when none did."""
+    """query_range of every panel query over the last `range_s`, recorded and raw (`raw` False: recorded
+    only), `repeats` times back to back; each repeat first waits (`max_wait_s`, `budget_s` in all) for
+    the CPU to be quiet (< `quiet_cores`). Medians over the quiet repeats, else over all, flagged."""
     budget_ends = time.monotonic() + budget_s
     end = math.floor(time.time() / step_s) * step_s  # Grafana aligns the range to the step
     start = end - range_s
@@ -296,11 +293,9 @@ def dashboard_totals(rows: list[dict]) -> dict:
 def check_equivalence(
     prom: Prometheus, queries: list[PanelQuery], rules: dict[str, str], evaluation: int = 0
 ) -> list[dict]:
-    """Recorded and raw panel queries evaluated at one rule evaluation's timestamp (the latest,
-    or the `evaluation`-th before it): the same series, the same values (or both NaN); for
-    windowed queries (see PanelQuery) the same series, with the largest difference reported.
-    tests/benchmarks checks the windows' values against rate() over the raw window on
-    backfilled history instead."""
+    """Recorded and raw panel queries at one rule evaluation's timestamp (the latest, or the
+    `evaluation`-th before it): the same series and values (or both NaN); windowed queries the same
+    series, with the largest difference (tests/benchmarks checks those on backfilled history)."""
     out = []
     for q in queries:
         if not q.uses_recording_rules:
@@ -388,10 +383,9 @@ def head_breakdown(prom: Prometheus) -> dict:
 
 
 def check_alerts(prom: Prometheus, expected: list[dict], settled: bool) -> dict:
-    """Which alerts are pending or firing, against the unhealthy engines' expected alerts.
-
-    settled: the run was long enough for every `for` to elapse, so every expected alert
-    must be firing; else pending counts too."""
+    """Which alerts are pending or firing, against the unhealthy engines' expected alerts. `settled`:
+    the run was long enough for every `for` to elapse, so every expected alert must be firing; else
+    pending counts too."""
     seen = prom.query("ALERTS")
     want = {(e["alertname"], e["severity"], e["instance"]) for e in expected} | {
         ("WatchdogVllmObs", "info", "")

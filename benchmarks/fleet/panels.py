@@ -1,15 +1,6 @@
-"""Every panel query of the bundle's dashboards, as Grafana would send it, and the same
-query computed straight from the raw series.
-
-Grafana's side: the template variables as a dashboard opens (All, their allValue, or the first
-value where a variable has no All), `$__rate_interval`
-= 4 x the scrape interval, `$__range` = the dashboard's range.
-
-The raw side is derived mechanically: each recording rule a panel reads is replaced by
-its definition (recursively, for rules built on rules), with the panel's label matchers
-pushed into every selector of the definition. The two queries then answer the same
-question, one from the recorded series, one the way the vLLM project's own example
-dashboards do it (`histogram_quantile` over `rate` of `_bucket` per panel).
+"""Every panel query of the bundle's dashboards as Grafana would send it (variables as a dashboard
+opens, `$__rate_interval` = 4 x the scrape interval, `$__range` = the range), and the same query from
+the raw series: each recording rule replaced by its definition, the panel's matchers pushed down.
 """
 
 from __future__ import annotations
@@ -58,14 +49,9 @@ def recording_rules(rule_files: list[Path]) -> dict[str, str]:
 
 
 def inline(expr: str, rules: dict[str, str], every: str = "15s", history: str | None = None) -> str:
-    """`expr` with each recording rule replaced by its definition, matchers pushed down.
-
-    A range over a recorded series (`sum_over_time(rule[1d])`) becomes a subquery stepping at
-    `every`, the rules' evaluation interval: the samples the recorded series would hold.
-    `history`: how far back the server holds samples at all (a test's few minutes); a longer
-    subquery range is cut to it, which reads the same samples in a sliver of the steps. A
-    recorded series read at an offset becomes the last step of such a subquery at that offset
-    (an offset only follows a selector or a subquery)."""
+    """`expr` with each recording rule replaced by its definition, matchers pushed down. A range over
+    a recorded series, or one read at an offset, becomes a subquery stepping at `every`; `history`
+    cuts a longer range to what the server holds (a test's few minutes): the same samples, fewer steps."""
 
     def replace(match: re.Match) -> str:
         name, braces, window = match.group(1), match.group(2) or "", match.group(3) or ""

@@ -1,27 +1,6 @@
-"""The fleet benchmark: N simulated vLLM engines, a real Prometheus with the bundle's rules.
-
-    # development run: a few minutes, small fleet, 5-minute dashboard range
-    .venv/bin/python -m benchmarks.fleet.run --engines 40 --minutes 7 --range 5m --out benchmarks/fleet/work/dev
-
-    # the full run: the fleet live for more than an hour, then a 1-hour dashboard range
-    .venv/bin/python -m benchmarks.fleet.run --engines 1000 --minutes 65 --range 1h \\
-        --baseline-minutes 20 --variants all --wait-for-load 0.7 --out benchmarks/fleet/work/n1000
-
-Phases, in order:
-1. the bundle: `vllm-obs generate --vllm-version 0.32.0 --config` (job `vllm`, the simulator
-   as target, no log exporters, no Alertmanager) into OUT/bundle;
-2. the simulator (`python -m benchmarks.fleet.simulator`), its targets file and manifest;
-3. the main run: a fresh Prometheus with the bundle's rule files for `--minutes`, sampled
-   every 15 s (load, RSS, head series, group durations) with every rule evaluation polled;
-   then the dashboards' panel queries timed over `--range` (recorded and raw), the two
-   checked for equal answers, the head series counted by kind, and ALERTS read;
-4. `--variants`: edited copies of the rule files (benchmarks/fleet/variants.py) loaded
-   into the same Prometheus with /-/reload, `--variant-minutes` each, group durations and
-   their recorded series measured;
-5. `--baseline-minutes`: a fresh Prometheus scraping the fleet with no rule file, for the
-   memory and head-series figures without the rules.
-
-Everything lands in OUT/results.json; OUT/summary.md has the tables.
+"""The fleet benchmark: N simulated vLLM engines and a real Prometheus with the bundle's rules,
+measuring rule groups, panel queries (recorded and raw), head series, memory and alerts, with
+optional rule variants and a baseline without rules (benchmarks/fleet/README.md).
 """
 
 from __future__ import annotations

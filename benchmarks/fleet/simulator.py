@@ -1,17 +1,6 @@
-"""Serve N simulated vLLM 0.32 engines' /metrics from one process.
-
-    .venv/bin/python -m benchmarks.fleet.simulator --engines 1000 --port 9500 \\
-        --targets work/targets.json --manifest work/fleet.json
-
-Engine i answers on http://HOST:PORT/engines/i/metrics with the families, labels and
-bucket layouts of a real vLLM 0.32.0 exposition; `--targets` writes the file_sd targets
-that give each engine its own `instance` label (vllm-0000:8000, ...), `--manifest` the
-fleet (models, unhealthy engines, the alerts they must raise). GET /fleet.json returns
-the manifest too.
-
-One asyncio loop, HTTP/1.1 keep-alive (Prometheus keeps one connection per target),
-gzip when the scraper accepts it (as vLLM does, at the cheapest level, to leave the CPU
-to Prometheus).
+"""Serve N simulated vLLM 0.32 engines' /metrics from one process: engine i on /engines/i/metrics,
+--targets writes file_sd targets (one `instance` each), --manifest the fleet (also GET /fleet.json).
+One asyncio loop, keep-alive, gzip when asked, as vLLM does (benchmarks/fleet/README.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Edited copies of the generated rule files, to measure proposals before the generator
-changes. Each variant keeps every name that alerts and dashboards read, so the same
-alerts and panels work on top of it.
-
-The edits are mechanical rewrites of the generated YAML: they recognise the shapes the
-generator writes (`histogram_quantile(q, sum by (..., le) (rate(X_bucket{...}[w])))`)
-and fail loudly on anything else.
+"""Edited copies of the generated rule files, to measure proposals before the generator changes;
+each keeps every name alerts and dashboards read. The edits rewrite the shapes the generator writes
+(`histogram_quantile(q, sum by (..., le) (rate(X_bucket{...}[w])))`) and fail loudly on others.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 #!/usr/bin/env python3
-"""Write vllm.mtail: the exporter's patterns.yaml as an mtail program, for the benchmark.
-
-Every pattern becomes one mtail regex block with the same regular expression (Python `re`
-and Go RE2 agree on the subset patterns.yaml uses), so mtail does the same per-line
-matching work. What mtail cannot do is the exporter's incident logic (dedup windows,
-lifecycle phases), so its counters are raw match counts; the benchmark compares speed
-and memory, not numbers. Two adaptations:
-
-* mtail matches whole lines, not the message after the header, so a leading `^` / trailing
-  `$` is dropped;
-* `/` is escaped as `\\/` (mtail's regex delimiter).
-
-    python benchmarks/log_exporter/make_mtail.py [OUT]      # default: vllm.mtail beside this file
+"""Write vllm.mtail: patterns.yaml as an mtail program, one block per pattern with the same regex,
+so mtail does the same per-line matching (raw match counts: it has no incident logic). Usage:
+`python benchmarks/log_exporter/make_mtail.py [OUT]` (default: vllm.mtail beside this file).
 """
 
 from __future__ import annotations

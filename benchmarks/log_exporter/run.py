@@ -1,26 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: `vllm-log-exporter --once` against `mtail --one_shot`, side by side.
-
-    .venv/bin/python benchmarks/log_exporter/run.py [--lines 1000000] [--repeat 3]
-
-1. Builds work/vllm-<lines>.log (gitignored) from the real vLLM 0.32.0 lines captured in
-   tests/fixtures/logs/: server sessions, each a captured startup, then steady traffic
-   (captured access lines and stats lines, every 5th line a stats line, 5xx at 1/20 of the
-   captured rate), then a captured ending (normal shutdown, engine kill -9, runtime
-   allocation failure with its tracebacks); the startup-failure capture appears whole.
-   About 79% access lines, 20% stats lines, 1% other lines, the other lines in clusters
-   (startups, endings) as a server writes them.
-2. Runs both tools `--repeat` times each on it, alternating, and reports the median wall
-   time (lines/s, MB/s) and peak RSS (GNU time's maximum resident set size of the tool).
-3. The same on work/vllm-<lines>-spread.log: the same lines, the access and stats lines in
-   the same order, but each other line (startup, warnings, errors, tracebacks) moved to a
-   random place, their order kept: the 1% of other lines spread at random through the file,
-   one here and one there among the access lines, as in a long-running server's log.
-4. Runs both once more on the same lines shuffled (every line at a random place).
-5. Runs the exporter on work/no-newline.bin: 256 MiB without a newline (bounded memory).
-
-mtail runs benchmarks/log_exporter/vllm.mtail, generated from the same patterns.yaml by
-make_mtail.py (regenerated into work/ and compared with the committed copy first).
+Builds 1M-line logs from captured vLLM lines (clustered, spread, shuffled) and a 256 MiB line, runs
+both tools and reports wall time, CPU time and peak RSS (benchmarks/log_exporter/README.md).
 """
 
 from __future__ import annotations
@@ -165,12 +146,9 @@ class Timing(NamedTuple):
 
 
 def run(command: list[str], stdout_path: Path) -> Timing:
-    """Wall time, CPU time, peak RSS and exit status of one process.
-
-    CPU time and peak RSS come from GNU time around the tool: wait4() on a direct child
-    would also count the pages of this (forked) benchmark process before the exec. CPU time
-    is reported beside wall time because it moves less when other work shares the machine.
-    """
+    """Wall time, CPU time, peak RSS and exit status of one process. CPU time and peak RSS come from
+    GNU time around the tool: wait4() on a direct child would also count this forked process's pages
+    before the exec. CPU time moves less than wall time when other work shares the machine."""
     usage_path = stdout_path.with_suffix(".usage")
     timed = [str(GNU_TIME), "-f", "%M %U %S", "-o", str(usage_path), *command]
     with open(stdout_path, "wb") as out, open(stdout_path.with_suffix(".stderr"), "wb") as err:

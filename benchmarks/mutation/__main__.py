@@ -1,8 +1,6 @@
-"""`make mutation`: every mutant of both bundles' alerting rules against their promtool tests;
-writes docs/mutation.md.
-
-    python -m benchmarks.mutation [--report docs/mutation.md] [--workers 2]
-    python -m benchmarks.mutation --bundle default --alert 'VllmKV.*'   # a quick look, no report
+"""`make mutation`: every mutant of both bundles' alerting rules against their promtool tests.
+Writes docs/mutation.md: `python -m benchmarks.mutation [--report docs/mutation.md] [--workers 2]`;
+`--bundle default --alert 'VllmKV.*'` takes a quick look without a report.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""The mutants of one alerting rule: each a small, plausible mistake in it.
-
-- each comparison threshold x1.5 and x0.67 (0 and 1 become 0.5: scaling them says nothing);
-- the rule's `for` and `keep_firing_for` halved and doubled;
-- each operand of each `and` / `unless` dropped;
-- each range window halved (a subquery's range too, not its step).
-
-The expression is scanned as text, not parsed: what the scanner must know of PromQL is which
-characters are inside a string or a label matcher (never mutated) and the nesting of
-parentheses (an operand ends at its group's edge or the next set operator of its depth).
+"""The mutants of one alerting rule, each a small plausible mistake: thresholds x1.5 and x0.67, `for`
+and `keep_firing_for` halved and doubled, each `and`/`unless` operand dropped, each range halved. The
+expression is scanned as text, knowing only strings, label matchers and the nesting of parentheses.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Apply each mutant of a bundle's alerting rules, one at a time, and run the bundle's own
-promtool tests on it: a mutant is killed when a test that names its alert fails.
-
-Only the tests that name the mutated alert (or read its state) run (see Bundle.tests_naming),
-against only the rules that alert reads (tests/support/rule_slices.py): promtool evaluates every
-rule it is given at every step, and a burn-rate scenario spans hours. A slice is used only when
-the unmutated alert passes its tests with it; otherwise that alert's mutants get every rule.
-A mutant promtool cannot load is not counted: it is a mistake no one could ship.
+"""Apply each mutant of a bundle's alerting rules, one at a time, and run the promtool tests naming
+its alert on a slice of the rules it reads (all rules where the slice fails the unmutated alert).
+A mutant is killed when such a test fails; one promtool cannot load is not counted.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 #!/usr/bin/env python3
-"""A fast stand-in for vLLM's HTTP API, to measure the probe's own overhead.
-
-    python benchmarks/probe/fast_server.py PORT [PORT ...]
-
-asyncio, HTTP/1.1 keep-alive, one fixed answer per path: `/health` 200 (empty),
-`/v1/models` one model, `/v1/completions` and `/v1/chat/completions` a one-token answer.
-It does no inference, so what the benchmark measures is the probe, not the server.
-Prints "ready" once every port listens.
+"""A fast stand-in for vLLM's HTTP API, to measure the probe's own overhead: fixed answers to
+/health, /v1/models and the one-token completions, no inference; prints "ready" once every port
+listens. Usage: `python benchmarks/probe/fast_server.py PORT [PORT ...]`.
 """
 
 from __future__ import annotations

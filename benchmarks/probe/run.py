@@ -1,20 +1,7 @@
 #!/usr/bin/env python3
-"""Benchmark: the probe's own cost, CPU time per probe and peak memory.
-
-    .venv/bin/python benchmarks/probe/run.py [--vllm-seconds 60] [--fast-seconds 30]
-                                             [--targets 20] [--rate 10] [--skip-vllm]
-
-(a) one real vLLM (the CPU build and tiny model the tests use, tests/support/vllm_server.py),
-    probed once a second;
-(b) fast_server.py, a stand-in that does no inference, probed as --targets targets at
-    --rate probes per second each, to isolate the probe's overhead at a high rate.
-
-The probe runs as `python -m vllm_probe`; its CPU time is utime + stime from
-/proc/<pid>/stat between two scrapes of its /metrics after a warm-up, divided by the probes
-finished in between (vllm_probe_requests_total); peak memory is VmHWM from
-/proc/<pid>/status at the end. The stand-in server runs in its own process and is not
-counted. Timing figures mean something only on a quiet machine: the load average is
-printed at the start and the end.
+"""Benchmark: the probe's own cost, CPU time per probe and peak memory, against (a) one real vLLM
+probed once a second and (b) fast_server.py as --targets targets at --rate probes per second each.
+Method and figures: benchmarks/probe/README.md; timings mean something only on a quiet machine.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""Command line: `vllm-log-exporter`.
-
-    vllm-log-exporter --log-file /var/log/vllm/vllm.log [--log-file ...] [--listen 127.0.0.1:9400]
-                      [--state-file state.json]
-    vllm serve ... 2>&1 | vllm-log-exporter --stdin --passthrough
-    vllm-log-exporter --once FILE [FILE ...]        # print the exposition and exit
-
+"""Command line: `vllm-log-exporter` (--log-file, --stdin, --once; usage in exporters/README.md).
 Exit status: 0 on success or SIGTERM/SIGINT, 1 when it cannot serve (e.g. port in use),
 2 for a usage or configuration error (one sentence on stderr).
 """

@@ -1,7 +1,6 @@
-"""Everything the exporter reports, as plain numbers: updated by the pipeline and the
-tailer, rendered by metrics.py, saved and restored by state.py. Also the label values of
-what the tailer reports about the log files (read-error reasons, file states), from the
-exporters' contract."""
+"""Everything the exporter reports, as plain numbers: updated by the pipeline and the tailer,
+rendered by metrics.py, saved and restored by state.py. Also the contract's label values for
+what the tailer reports about the log files (read-error reasons, file states)."""
 
 from __future__ import annotations
 

@@ -1,51 +1,6 @@
-"""The rules that turn pattern matches into counted events.
-
-vLLM repeats one failure 2-4 times (the engine core's logger.exception, the raw
-`Process EngineCore:` traceback, each worker, the API server's EngineDeadError), and a
-normal shutdown of 0.32 logs `AsyncLLM output_handler failed` + EngineDeadError after the
-shutdown began. So events are counted per *incident*, by a small state machine driven by
-the server's lifecycle as the log shows it:
-
-    unknown --startup begins--> starting --startup_complete--> serving
-    starting --startup_failed / engine_dead / oom--> failed      (counts startup_failed)
-    serving | unknown --engine_dead--> dead                      (counts engine_dead)
-    serving | unknown --fault held by fault tolerance--> faulted (counts engine_faulted)
-    faulted --recovered--> serving;  faulted --engine_dead--> dead
-    any --shutdown marker--> stopping                            (counts shutdown once)
-    any --startup begins--> starting                             (a new server process)
-
-Whether a start marker begins a new startup (counted in startup_begin) or belongs to the
-one in progress is the lifecycle's decision (lifecycle.py), which this machine keeps
-informed of the failures and deaths it counts.
-
-Rules:
-
-* engine_dead counts once per engine life: later death lines are absorbed while `dead`,
-  ignored while `stopping` (shutdown noise), and become part of the startup failure while
-  `starting`/`failed` (a startup failure is never also engine_dead).
-* oom counts once per `window` seconds of log time (first line opens the window); during
-  startup an OOM is a startup failure with reason out_of_memory instead.
-* startup_failed counts once per failed start. Its reason is the first specific one
-  seen; a generic one (engine_init_failed, other) stays provisional until the incident
-  ends (new startup, `window` of log time later, flush(), or tick() after settle_after
-  seconds of wall time), because vLLM prints "EngineCore failed to start." before the
-  ValueError that says why.
-* dead / failed expire after `hold` seconds of log time without a related line, stopping
-  after `stop_hold`, so a log without startup markers cannot silence the exporter forever.
-* request_error and preemption count every occurrence.
-* faulted (fault tolerance on, vLLM 0.33+): the engine's loop raised and waits for recovery;
-  the server stays up and refuses requests (0.34 logs each: request_refused, and its 503
-  access line is not also a request_error). The fault's traceback and the engine exceptions
-  around it are the fault, not a death; a death line (no recovery in time) is. With fault
-  tolerance on (the arguments say so), an engine exception while serving waits for the line
-  that tells which. faulted expires after `hold` like dead: recovery takes at most vLLM's
-  engine_recovery_timeout_sec (120 s by default) before the engine dies.
-
-Times: the line's own timestamp when it has one, else the last one seen (raw traceback
-lines carry none). Only the lines the scanner selects are seen here, so log time advances
-with those (every failure and lifecycle line, and the last stats line of each block); lines
-with no pattern never move it. Log times have no year and no zone, so they are only
-compared with each other. Exported timestamps use the injected wall clock.
+"""The rules that turn pattern matches into counted events: one count per incident, not per line
+(vLLM repeats one failure 2-4 times), by a state machine driven by the server's lifecycle as the
+log shows it. The counting rules: exporters/README.md; phases, expiry, log time: docs/exporters.md.
 """
 
 from __future__ import annotations
@@ -294,10 +249,9 @@ class EventMachine:
         self._set_phase(STOPPING, when)
 
     def _engine_exception(self, when: float | None) -> None:
-        # "EngineCore hit an exception" comes before the traceback, which ends in the engine's
-        # loop (a death) or in its constructor (a failed start). With the start out of view,
-        # wait for it: the next telling line, or settle(), decides. With fault tolerance on, a
-        # worker's exception while serving may be a fault the engine is held in: wait too.
+        # "EngineCore hit an exception" precedes its traceback, which ends in the engine's loop (a death)
+        # or its constructor (a failed start): with the start out of view, the next telling line or
+        # settle() decides. With fault tolerance on, a worker's exception may be a held fault: wait too.
         if self.phase == FAULTED:
             return  # fault tolerance is handling a fault: a death shows as its own line
         if self.phase != UNKNOWN and not (self.phase == SERVING and self.fault_tolerant):

@@ -1,32 +1,6 @@
-"""The server's lifecycle as its log tells it, for alerts that must tell a slow start from a
-restart loop, a planned stop from a death:
-
-    unknown --start marker--> starting --loading line--> loading --ready--> ready
-    ready | starting | loading --shutdown marker--> stopping --shutdown complete--> stopped
-    starting | loading --startup failure--> failed_start
-    ready | faulted --engine death--> dead
-    ready --engine fault held by fault tolerance--> faulted --recovered--> ready
-    faulted --shutdown marker--> stopping
-    any but starting/loading --start marker--> starting        (a new startup)
-
-Start markers (`startup_begin` and `engine_begin` patterns) are counted once per startup,
-however many a startup prints: the API server prints its version and its arguments, each
-engine core its `Initializing a V1 LLM engine`. Within a startup a second engine marker is
-another engine core; a server marker seen twice, or one after loading began, is a new
-server process (a restart whose failure the log did not show).
-
-Startup failures, engine deaths and faults are the event rules' decisions (events.py): this
-module is told when they count, so a death during a planned shutdown, which the rules ignore,
-never makes the state `dead`.
-
-Durations of a completed startup (`Application startup complete.`): the weights phase
-(`Loading weights took`; `Model loading took` when a startup prints no weights line), the
-engine initialisation, the largest figure when several workers or engines report one, and
-the total from the first start marker to readiness. The total uses the log's own times when
-there are two to compare (the readiness line's own, or else that of the last timestamped
-line the rules saw before it: in text logs uvicorn's readiness line has no time, but vLLM's
-`Starting vLLM server on ...` comes just before it), and otherwise the wall clock between
-reading the two lines, when following a log (--once reads a whole log at once: no total).
+"""The server's lifecycle as its log tells it (state, startup durations, version), so alerts can
+tell a slow start from a restart loop and a planned stop from a death. Failures and deaths are the
+event rules' decisions (events.py); states, markers and durations are in exporters/README.md.
 """
 
 from __future__ import annotations

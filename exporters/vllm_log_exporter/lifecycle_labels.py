@@ -1,10 +1,6 @@
-"""The label values of the lifecycle families: the server states, the startup-duration
-phases and buckets, and the shape a vLLM version must have to become a label.
-
-The closed sets are the exporters' contract's; the names below are the values the
-lifecycle's logic uses, checked against those sets when the module is imported. Both
-lifecycle.py (the state machine) and counts.py (where the states and durations are kept)
-import them from here.
+"""The label values of the lifecycle families (server states, startup-duration phases and buckets)
+and the shape a vLLM version must have to become a label. The names lifecycle.py and counts.py use
+are checked against the exporters' contract's closed sets on import.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Bytes to lines: bounded line assembly and per-line cleaning.
-
-A log source is read in chunks that cut lines anywhere. LineAssembler keeps the
-unterminated tail of one chunk (the *carry*) until its newline arrives, and never keeps
-more than `max_line_bytes` of it: a longer line is counted as oversized and the rest of
-it is skipped up to its newline, so a file of hundreds of MB without a newline costs
-bounded memory.
+"""Bytes to lines: bounded line assembly and per-line cleaning. LineAssembler keeps a chunk's
+unterminated tail until its newline, at most `max_line_bytes` of it: a longer line is counted as
+oversized and skipped to its newline, so memory stays bounded whatever the input.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""The Prometheus collector: renders Counts as metric families on every scrape.
-
-Every family takes its name, HELP text and label names from the exporters' contract
-(contract.family), so a family the contract lacks cannot be built. Every label value comes
-from one of the contract's closed sets (patterns.EVENTS, patterns.REASONS, patterns.DEATH_REASONS,
-counts.READ_ERROR_REASONS, counts.FILE_STATES, lifecycle_labels.STATES,
-lifecycle_labels.DURATION_PHASES), is an engine index parsed from `Engine NNN:`, or is the
-one vLLM version the log last announced, checked against the shape of a release number
-(lifecycle_labels.valid_version); nothing else from free log text reaches a label.
+"""The Prometheus collector: renders Counts as metric families on every scrape. Families come from
+the exporters' contract; label values only from its closed sets, an engine index from `Engine NNN:`
+or the last announced vLLM version of a release's shape: no free log text reaches a label.
 """
 
 from __future__ import annotations

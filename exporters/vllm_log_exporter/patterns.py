@@ -1,11 +1,6 @@
-"""Load and check patterns.yaml: the regexes that turn vLLM log lines into events.
-
-Loading fails fast (PatternError) on anything that would otherwise surface at runtime: an
-unknown kind or reason, a regex that does not compile, a sample the regex does not match,
-an anchor the sample does not contain. See patterns.yaml for the field meanings.
-
-The events and the startup-failure reasons (the `event` and `reason` label values) are the
-exporters' contract's; the names the event rules count by are checked against it on import.
+"""Load and check patterns.yaml, the regexes that turn vLLM log lines into events. Loading fails
+fast (PatternError) on an unknown kind or reason, a bad regex, or a sample its regex or anchor does
+not match; event and reason names are checked against the exporters' contract on import.
 """
 
 from __future__ import annotations
@@ -156,11 +151,9 @@ class PatternSet:
         return tuple(p for p in self.patterns if p.kind == "stats")
 
     def match(self, message: str) -> tuple[Pattern, re.Match[str]] | None:
-        """The first pattern (file order) whose anchor and regex both occur in message.
-
-        Indented messages (traceback frames, quoted source) are only matched by frame
-        patterns; an `ignore` match returns None.
-        """
+        """The first pattern (file order) whose anchor and regex both occur in message. Indented
+        messages (traceback frames, quoted source) match only frame patterns; an `ignore` match
+        returns None."""
         if not message:
             return None
         if not is_matchable(message):

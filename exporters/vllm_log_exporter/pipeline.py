@@ -1,8 +1,6 @@
-"""Bytes in, counted events out. One Pipeline per exporter, shared by all its sources, so
-one incident written to two files (stdout and stderr of the same server) counts once.
-
-Thread safety: the HTTP thread renders metrics while the main thread feeds bytes; both
-go through `lock`.
+"""Bytes in, counted events out. One Pipeline per exporter, shared by all its sources, so one
+incident written to two files (a server's stdout and stderr) counts once. The HTTP thread
+renders metrics while the main thread feeds bytes, both under `lock`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""One cleaned log line to a Record: its log time and the message text(s) to match.
-
-vLLM writes four shapes of line (vllm-logs.md section 1):
-
-* its own logger: `[(Name pid=N) ]LEVEL MM-DD hh:mm:ss [file:line] message`
-  (no brackets around file:line before 0.8; the `(Name pid=N)` prefix from 0.10);
-* uvicorn: `[(APIServer pid=N) ]LEVEL:     message` (access lines included);
-* raw Python output (tracebacks, `Process EngineCore:`), optionally `(Name pid=N) `-prefixed;
-* JSON records (0.32+ `--logging-config.formatter json`, or a user JSON config):
-  `{"asctime": "YYYY-MM-DD hh:mm:ss,mmm", "levelname": ..., "message": ..., "exc_info": ...}`.
-
-Headers are searched, not anchored, because docker `--timestamps`, journald and k8s
-viewers prepend their own text.
+"""One cleaned log line to a Record: its log time and the message text(s) to match. It reads
+vLLM's logger lines, uvicorn's, raw Python output and JSON records (shapes in docs/exporters.md);
+headers are searched, not anchored, because docker, journald and k8s viewers prepend text.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
-"""The fast path: find, in a block of whole lines, the few lines worth parsing.
-
-A busy vLLM log is nearly all uvicorn access lines and periodic stats lines. Looking at
-each line in Python would cap throughput far below what a sidecar should cost, so the
-scanner works on whole blocks with C-speed bytes methods and hands only *candidate*
-lines to the per-line code:
-
-* The anchors that can occur in access or stats lines, `" 5` (a 5xx response) and
-  `Preemptions: `, are searched in the whole block with `bytes.find`.
-* The block is cut into sub-blocks of about 4 KiB. Three `bytes.count` calls tell whether
-  a sub-block's lines are all access or stats lines (a *clean* sub-block): then it is done.
-* A *dirty* sub-block (it holds other lines too: startup, warnings, failures, tracebacks)
-  needs every other pattern anchor, but only in its other lines. Searching the sub-block
-  once per anchor would cost the number of anchors times the bytes, so a log whose other
-  lines stand one by one among the access lines, every sub-block dirty, would cost several
-  times one where they come in clusters. Instead the sub-block is split into lines once, a
-  list comprehension keeps the lines that hold neither the access mark nor the stats
-  anchor (C-speed `in` tests), and only those few lines are tested for the anchors: one
-  pass over the bytes, whatever the number of anchors. Small sub-blocks keep that pass to
-  the neighbourhood of the other lines.
-* Stats lines only update gauges, so only the last one per engine matters: one `rfind`
-  finds it. Lines with `Preemptions:` are always candidates (their counts add up).
-
-Candidates come back in file order, because the event rules depend on order.
-
-A line is an access or stats line when it holds ` HTTP/1.` or the stats anchor; such a
-line is only ever searched for the two anchors above, wherever it stands. (vLLM's failure
-lines do not contain that text; access lines carry request-controlled text, which only the
-access pattern may look at anyway.)
+"""The fast path: finds, in a block of whole lines, the few candidate lines worth parsing, with
+C-speed bytes methods rather than Python per line (exporters/README.md, "How it stays fast and
+small"). Candidates come back in file order, because the event rules depend on order.
 """
 
 from __future__ import annotations
@@ -123,11 +97,9 @@ class Scanner:
 
 
 def _line_start(region: bytes, line: bytes, at: int, end: int) -> int:
-    """Start of the first line equal to `line` at or after the line start `at`.
-
-    The other lines are visited in order and a line equal to this one is itself an other
-    line holding the same anchor, so the first match is the line wanted.
-    """
+    """Start of the first line equal to `line` at or after the line start `at`. The other lines
+    are visited in order, and a line equal to this one is itself an other line holding the same
+    anchor, so the first match is the line wanted."""
     if region.startswith(line + b"\n", at):
         return at
     # The line does not start at `at`, so a newline precedes it, at or after at - 1.

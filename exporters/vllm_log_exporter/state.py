@@ -1,18 +1,6 @@
-"""The --state-file: what a restarted exporter needs to continue exactly where it stopped.
-
-It holds, taken together under the pipeline lock so they agree with each other:
-
-* per file: device, inode and the offset of the first byte not yet part of a counted line;
-* every counter and gauge (a restart must not lose an incident that was read but not yet
-  scraped, and the counters continue instead of resetting);
-* the event rules' state (phase, open incidents), so the rest of an incident that was
-  half read when the exporter died is not counted again, and the lifecycle's (the state and
-  its since-time are counts; the startup in progress, its start time and figures are rules'
-  state), so a restart mid-startup keeps both. Files written before the lifecycle existed
-  load: the state is then taken from the rules' phase.
-
-Written atomically (temporary file, fsync, rename), so kill -9 at any moment leaves
-either the previous or the new state, never a torn one.
+"""The --state-file: what a restarted exporter needs to continue exactly where it stopped (file
+offsets, counters, the event rules' and the lifecycle's state), taken together under the pipeline
+lock and written atomically. What it holds and why: docs/exporters.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Following log files (and a pipe) the way mtail and promtail do.
-
-FileSource contract, checked on every poll that reaches end of file:
-
-* rotation (rename-and-create, or delete-and-recreate): the path names a different file
-  (device, inode) than the one open. The old descriptor is drained to EOF, its partial
-  last line flushed, and the new file is read from its start. Counted in rotations.
-* truncation (copytruncate): the file is smaller than our offset. The partial line is
-  flushed and reading restarts at 0. Counted in truncations. (A file truncated and
-  refilled past our offset between two polls cannot be told apart; no tailer can.)
-* deletion: the path is gone. The open descriptor is drained and closed; the path is
-  retried on every poll and a re-created file is a rotation.
-* missing, unreadable: reported once per episode in read_errors{reason} and on stderr,
-  shown in vllm_log_files{state}, and retried on every poll.
-
-Offsets are byte positions in the file. `committed()` is the position of the first byte
-not yet part of a counted line (the partial line is excluded), which is what the state
-file stores, so a restarted exporter re-reads the partial line and nothing else.
+"""Following log files (and a pipe) the way mtail and promtail do, through rotation, truncation,
+deletion and missing or unreadable files (docs/exporters.md). `committed()` is the offset the state
+file stores: the first byte not yet part of a counted line.
 """
 
 from __future__ import annotations

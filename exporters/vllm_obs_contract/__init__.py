@@ -1,8 +1,6 @@
-"""The exporters' contract (contract.yaml): every family vllm-log-exporter and vllm-probe
-expose, its labels, and the closed set of values a label may take.
-
-The exporters build their families from it and the generator queries them through it, so
-a family or a label value exists for both or for neither.
+"""The exporters' contract (contract.yaml): every family vllm-log-exporter and vllm-probe expose,
+its labels and the closed set of values each label may take. The exporters build their families
+from it and the generator queries them through it, so a family or value exists for both or neither.
 """
 
 from __future__ import annotations

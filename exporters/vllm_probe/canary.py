@@ -1,7 +1,6 @@
-"""One probe cycle against one vLLM: `GET <health-path>`, then one single-token request.
-
-Each target has its own `requests.Session` (keep-alive to that server only) and is used by
-one thread at a time. A failure is returned, never retried: the next cycle is the retry.
+"""One probe cycle against one vLLM: `GET <health-path>`, then one single-token request. Each
+target has its own `requests.Session` (keep-alive to that server only), used by one thread at a
+time. A failure is returned, never retried: the next cycle is the retry.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Command line: `vllm-probe`.
-
-    vllm-probe --target http://vllm:8000 [--target NAME=URL ...] [--model NAME]
-               [--mode completion|chat] [--api-key-file PATH] [--interval 15] [--timeout 10]
-               [--jitter 0.1] [--listen 127.0.0.1:9401] [--health-path /health] [--not-ready-after 3]
-    vllm-probe --target http://vllm:8000 --once     # probe once, print the exposition
-
-Exit status: 0 on success or SIGTERM/SIGINT (with --once: 0 if every probe succeeded,
-1 otherwise), 1 when it cannot listen, 2 for a usage or configuration error (one sentence
-on stderr).
+"""Command line: `vllm-probe` (--target, --once and the other options: exporters/vllm_probe/README.md).
+Exit status: 0 on success or SIGTERM/SIGINT (with --once: 0 if every probe succeeded, 1 otherwise),
+1 when it cannot listen, 2 for a usage or configuration error (one sentence on stderr).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The probe's part of the exporters' contract (vllm_obs_contract/contract.yaml).
-
-Families are built from it (`family`) and closed label-value sets are read from it
-(`closed_values`), so a family or a value the contract lacks cannot be exported: the build
-raises, or the import does.
+Families are built from it (`family`) and closed label-value sets read from it (`closed_values`),
+so a family or value the contract lacks cannot be exported: the build raises, or the import does.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""The probe's metrics: plain per-target state under one lock, rendered on every scrape.
-
-A custom collector rather than prometheus_client's metric objects so that a scrape sees
-one consistent snapshot: `vllm_probe_requests_total` and `vllm_probe_failures_total` move
-together, and `requests - sum(failures)` is at every moment the number of probes vLLM
-answered (what the recording rules subtract from served traffic). Every family takes its
-name, HELP text and label names from the exporters' contract (contract.family). Label
-values come from the configured targets, the model name sent (configured, or the one a
-target's /v1/models names, replacing the previous one) and outcome.REASONS (the contract's
-set); nothing else.
+"""The probe's metrics: per-target state under one lock, rendered by a custom collector so a scrape
+sees one snapshot (`requests - sum(failures)` is always the probes vLLM answered). Families come from
+the exporters' contract; label values only from the targets, the model name sent and outcome.REASONS.
 """
 
 from __future__ import annotations

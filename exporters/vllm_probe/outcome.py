@@ -1,8 +1,6 @@
 """What one probe came to: success with a latency, or a failure with a reason from a fixed set.
-
-The reasons are the only values of the `reason` label: the exporters' contract fixes the
-set, the names below are the ones the probe gives (checked against it at import), and none
-is ever taken from an error message.
+The reasons are the only `reason` label values: the exporters' contract fixes the set, the names
+here are checked against it at import, and none is ever taken from an error message.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The schedule: one worker thread per target, one ticking thread for all of them.
-
-A tick hands the target's worker one probe cycle if it is idle; if the previous cycle is
-still running the tick is skipped and counted, never queued, so a hung server gets at most
-one probe at a time. Waits are interval x (1 +/- jitter), drawn per target, so probes of
-many targets (or many probes of one server) drift apart instead of arriving together.
+"""The schedule: one worker thread per target, one ticking thread for all of them. A tick that finds
+the previous cycle still running is skipped and counted, never queued (a hung server gets one probe
+at a time); waits of interval x (1 +/- jitter), drawn per target, keep probes from arriving together.
 """
 
 from __future__ import annotations

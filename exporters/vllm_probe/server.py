@@ -1,9 +1,6 @@
 """The probe's HTTP endpoints: /metrics for Prometheus, /ready for a Kubernetes readiness probe.
-
-/ready answers 200 while the target may take traffic and 503 once it may not (see
-ProbeMetrics.readiness): with one target, `GET /ready`; with several, `GET /ready?target=NAME`
-(the target's label). A readiness probe on the canary, unlike one on vLLM's /health, takes a
-hung engine out of a Service's endpoints: /health answers 200 while the engine serves nothing.
+/ready (`?target=NAME` with several targets) answers 200 while the target may take traffic, else 503
+(ProbeMetrics.readiness), so a hung engine leaves a Service's endpoints while /health still says 200.
 """
 
 from __future__ import annotations

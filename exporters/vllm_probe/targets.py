@@ -1,8 +1,6 @@
-"""The servers to probe: `--target URL` or `--target INSTANCE=URL`.
-
-The `target` label defaults to the URL's host:port with the port made explicit, which is
-what Prometheus writes as `instance` for a static scrape target of the same server, so the
-probe's series and vLLM's own series join on it.
+"""The servers to probe: `--target URL` or `--target INSTANCE=URL`. The `target` label defaults to
+the URL's host:port with the port explicit, what Prometheus writes as `instance` for a static target
+of the same server, so the probe's series and vLLM's own series join on it.
 """
 
 from __future__ import annotations
