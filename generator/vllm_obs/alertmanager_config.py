@@ -1,7 +1,6 @@
 """alertmanager.yml: severity routes, a dead man's switch, inhibition, optional team routes.
-
-Secrets never appear in the output: every key and webhook URL is read by Alertmanager
-from a file the stack mounts (`*_file` fields).
+Secrets never appear in the output: Alertmanager reads every key and webhook URL from a file
+the stack mounts (`*_file` fields).
 """
 
 from __future__ import annotations
@@ -31,14 +30,9 @@ SLACK_TEXT = (
 def _severity_routes(
     pager: str, chat: str, info: str | None, pages: list[str], page_interval: str
 ) -> list[dict[str, Any]]:
-    """Pages to the pager, one notification group per model listing every critical alert and
-    replica (Alertmanager sends a group's updates to PagerDuty under one dedup key, the group
-    key, so they stay one incident); a page also lands in chat, where the rest of the team
-    sees it; warnings (tickets) in chat, per replica. A page group is notified again after
-    `page_interval`: a group whose page resolved lives on while Prometheus re-sends the resolved
-    alerts (15 minutes), and the model's next outage in that time joins it rather than opening
-    a new group after group_wait (the alert-quality benchmark's failed start paged in 348 s, two
-    thirds of it waiting out a 5-minute group_interval)."""
+    """Pages to the pager and to chat, one group per model (one PagerDuty incident); warnings to chat,
+    per replica. A page group renotifies after `page_interval`, so a model's next outage that joins a
+    resolved group is not held back a whole group_interval (docs/alerts.md)."""
     page = {"matchers": ['severity="critical"'], "group_by": pages, "group_interval": page_interval}
     out: list[dict[str, Any]] = [
         {"receiver": pager, **page, "continue": True},
@@ -127,10 +121,9 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
     return out
 
 
-# CAUTION (Alertmanager): if every label in `equal` is missing from both alerts the rule
-# matches everything. Each rule below names alertname or the replica label, which every
-# source and target alert carries, so that cannot happen. With multi-cluster on, `equal`
-# also names the cluster: a replica in one cluster never silences its namesake in another.
+# CAUTION (Alertmanager): a rule whose `equal` labels are all missing from both alerts matches
+# everything. Each rule below names alertname or the replica label, which every alert carries;
+# with multi-cluster on, `equal` also names the cluster, so clusters never silence each other.
 
 
 def _inhibition(rule: InhibitRule, sc: Scope) -> dict[str, Any]:

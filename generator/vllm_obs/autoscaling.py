@@ -1,18 +1,6 @@
-"""Kubernetes autoscaling on the series the bundle records per replica: requests waiting
-(`job_instance_model:vllm_requests_waiting:sum`) and KV-cache usage
-(`job_instance_model:vllm_kv_cache_usage:max`), which the Kubernetes rules label with the
-replica's namespace and pod.
-
-Two ways to the same arithmetic, one per cluster setup; a Deployment takes one of them:
-
-- KEDA: a ScaledObject with one Prometheus trigger per signal. Each query sums the signal over
-  the model's replicas (KEDA takes one sample); with metricType AverageValue the HPA KEDA makes
-  wants ceil(sum / threshold) replicas.
-- prometheus-adapter + HPA: adapter rules serve each signal per pod on the custom metrics API,
-  and an autoscaling/v2 HPA targets their average per pod (type Pods, AverageValue): again
-  ceil(sum over the pods / target).
-
-docs/autoscaling.md says when to scale on which signal and why the defaults are what they are.
+"""Kubernetes autoscaling on the requests waiting and KV-cache usage the bundle records per replica:
+a KEDA ScaledObject, or prometheus-adapter rules and an autoscaling/v2 HPA, both wanting
+ceil(sum over the model's replicas / threshold) replicas (docs/autoscaling.md says when and why).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Load and query the metric catalog (catalog/vllm-metrics.yaml).
-
-The catalog is data; this module only reads it, checks its shape and answers two
-questions: which series does release R with engine E expose, and which series carry a
-logical signal.
+"""Load and query the metric catalog (catalog/vllm-metrics.yaml): read it, check its shape, and answer
+which series release R with engine E exposes, and which series carry a logical signal.
 """
 
 from __future__ import annotations
@@ -99,11 +96,9 @@ class Catalog:
     # -- releases ---------------------------------------------------------------
 
     def release(self, text: str) -> tuple[ReleaseInfo, str | None]:
-        """The catalog entry for a release number, and a note when a sibling stands in.
-
-        Metric sets change in minor releases, so a patch release the catalog does not
-        list (0.20.2) is served by the newest listed release of the same minor that is
-        not newer than it; a release of an unknown minor is refused.
+        """The catalog entry for a release number, and a note when a sibling stands in. An unlisted patch
+        release takes the newest listed release of its minor not newer than it (metric sets change in
+        minor releases); a release of an unknown minor is refused.
         """
         wanted = parse_release(text)
         if wanted in self._by_release:

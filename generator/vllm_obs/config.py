@@ -1,8 +1,6 @@
-"""Every knob of a bundle, with its default and its documentation, in one place.
-
-A user overrides knobs with a YAML file (`vllm-obs generate --config FILE`) shaped like
-the output of `vllm-obs default-config`. Unknown keys and wrongly typed values are
-errors that name the key, so a typo never silently falls back to a default.
+"""Every knob of a bundle, with its default and its documentation, in one place. A user overrides
+knobs with a YAML file shaped like `vllm-obs default-config`; unknown keys and wrongly typed values
+are errors naming the key, so a typo never silently falls back to a default.
 """
 
 from __future__ import annotations

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 
 class BundleError(Exception):
-    """A problem with the user's input: one sentence that names it and says what to do next.
-
-    The CLI prints the message on stderr and exits with status 2. Anything else that
-    escapes is a bug and keeps its traceback.
+    """A problem with the user's input: one sentence that names it and says what to do next. The CLI
+    prints it on stderr and exits with status 2; anything else that escapes is a bug and keeps its
+    traceback.
     """
 
     exit_code = 2

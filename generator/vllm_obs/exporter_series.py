@@ -1,8 +1,6 @@
-"""The exporters' series as the generator queries them, checked against their contract.
-
-Every query of a log-exporter or probe series goes through `select`, which fails at
-generation if the family or a label value is not in vllm_obs_contract/contract.yaml: a
-rule, panel or doctor check cannot ask for a series the exporters never emit.
+"""The exporters' series as the generator queries them, checked against their contract: `select`
+fails at generation on a family or label value absent from vllm_obs_contract/contract.yaml, so no
+rule, panel or doctor check asks for a series the exporters never emit.
 """
 
 from __future__ import annotations
@@ -20,11 +18,8 @@ PROBE = vllm_obs_contract.probe()
 
 
 def select(exporter: Exporter, family: str, job: str, *raw: str, **matchers: str) -> str:
-    """`family`'s series (counter: `_total`) with the job matchers and label matchers; `family`
-    may also name one sample of a histogram (`vllm_probe_duration_seconds_bucket`).
-
-    A value may start with an operator: `~` a regex (`state="~starting|loading"`), `!~` a
-    negated regex, `!` an inequality; a closed label's alternatives must be its values.
+    """`family`'s series (counter: `_total`; or one histogram sample) with job and label matchers. A
+    value may start with `~` (regex), `!~` or `!`; a closed label's alternatives must be its values.
     `raw` matchers go in as written (a histogram bucket's `le`).
     """
     fam, series = _family_of(exporter, family)

@@ -71,12 +71,9 @@ _ROUTE_FIELDS = {
 
 
 def alertmanager_config_resource(am: dict[str, Any], header: list[str]) -> str:
-    """The routing of alertmanager.yml (the dict `alertmanager_config(cfg)` returns) as the
-    Prometheus Operator's AlertmanagerConfig: the same receivers, routes and inhibition.
-
-    Secrets stay references: every `*_file` of alertmanager.yml becomes a key of the Secret
-    ALERTMANAGER_SECRET named after the file. A field this conversion does not know stops
-    generation, so a routing feature can never be dropped on the way silently.
+    """alertmanager.yml's routing as the Prometheus Operator's AlertmanagerConfig. Every `*_file` becomes
+    a key of the Secret ALERTMANAGER_SECRET; a field this conversion does not know stops generation,
+    so no routing feature is dropped silently.
     """
     global_ = dict(am.get("global", {}))
     _only(am, {"global", "route", "inhibit_rules", "receivers"}, "alertmanager.yml")

@@ -1,7 +1,5 @@
-"""Where each artefact of a bundle is written, relative to the bundle's root.
-
-The generator writes these paths and the doctor reads them back: both import them from
-here, so a file never moves for one and not the other.
+"""Where each artefact of a bundle is written, relative to the bundle's root. The generator writes
+these paths and the doctor reads them back, both from here, so a file never moves for one only.
 """
 
 from __future__ import annotations

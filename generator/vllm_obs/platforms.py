@@ -1,8 +1,5 @@
-"""Platforms that serve vLLM under other names (catalog/platforms.yaml).
-
-A platform's renaming is undone to find vLLM's own names, which the catalog knows; the
-bundle then queries the names the platform really exposes. This module only reads the
-data and maps names both ways.
+"""Platforms that serve vLLM under other names (catalog/platforms.yaml): reads the data and maps
+names both ways, so the catalog's vLLM names are found and the bundle queries the platform's own.
 """
 
 from __future__ import annotations

@@ -42,10 +42,8 @@ def number(value: float) -> str:
 
 
 def le_matcher(bound: float) -> str:
-    """Match one bucket bound however the server and Prometheus spell it.
-
-    prometheus_client writes 1.0 as "1.0"; Prometheus 3 normalises it to "1" on ingest.
-    A regex matcher accepting both keeps SLO rules working across that upgrade.
+    """Match one bucket bound however the server and Prometheus spell it: prometheus_client writes
+    "1.0" and Prometheus 3 normalises it to "1" on ingest, so SLO rules work across that upgrade.
     """
     text = floatToGoString(bound)
     if float(bound).is_integer():

@@ -1,9 +1,6 @@
-"""What a metrics source exposes: the series, their types, labels and histogram bounds.
-
-A source is built either from a Prometheus text exposition (a live /metrics or a saved
-file) or from the catalog entry of a release. Everything downstream works from a
-`MetricSource`, so a bundle built from a live server and one built from the catalog go
-through the same code.
+"""What a metrics source exposes: the series, their types, labels and histogram bounds. Built from a
+text exposition or from a release's catalog entry, a `MetricSource` takes both kinds of bundle
+through the same code downstream.
 """
 
 from __future__ import annotations
@@ -186,11 +183,9 @@ def _query_name(metric) -> str:
 
 
 def _families(parsed: list, origin: str, naming: Naming) -> tuple[dict[str, Family], set[str]]:
-    """The interesting families with samples, and those declared without any yet.
-
-    Keyed by vLLM's own name; each Family keeps the name the source exposes, which is what
-    queries use. On a platform that renames (Ray), only the recognised vLLM series count:
-    its process_* series belong to the platform's agent, not to vLLM.
+    """The interesting families with samples, and those declared without any yet, keyed by vLLM's own
+    name; each Family keeps the exposed name queries use. On a renaming platform (Ray) only recognised
+    vLLM series count: its process_* series belong to the platform's agent.
     """
     families: dict[str, Family] = {}
     declared_only: set[str] = set()
@@ -226,11 +221,9 @@ def _families(parsed: list, origin: str, naming: Naming) -> tuple[dict[str, Fami
 def _populated_later(
     declared_only: set[str], guess: EngineGuess, catalog: Catalog, naming: Naming
 ) -> dict[str, Family]:
-    """Declared-but-empty families that the server fills in as soon as traffic arrives.
-
-    http_requests_total, for one, has no sample until the first API request. A family
-    counts only when the catalog says this engine always exposes it: V0 also declares
-    speculative-decoding series it never fills unless that feature is on.
+    """Declared-but-empty families the server fills as traffic arrives (http_requests_total until the
+    first request), counted only when the catalog says this engine always exposes them: V0 also
+    declares speculative-decoding series it fills only with that feature on.
     """
     out = {}
     for release in reversed(guess.releases or catalog.releases):
@@ -251,10 +244,8 @@ def _populated_later(
 
 
 def _histogram_bounds(metric, origin: str) -> tuple[float, ...]:
-    """Finite bucket bounds, after checking every child histogram is complete.
-
-    A text exposition has no end marker, so a file cut at a line boundary still parses;
-    a histogram missing its +Inf bucket, _sum or _count is how such a cut shows.
+    """Finite bucket bounds, after checking every child histogram is complete: an exposition has no end
+    marker, so a file cut at a line boundary parses, and a missing +Inf bucket, _sum or _count shows it.
     """
     children: dict[tuple, dict[str, object]] = defaultdict(lambda: {"le": set()})
     for sample in metric.samples:
@@ -277,13 +268,9 @@ def _histogram_bounds(metric, origin: str) -> tuple[float, ...]:
 
 
 def guess_engine(families: dict[str, Family], catalog: Catalog) -> EngineGuess:
-    """Tell the engine family (and a release range) from the series present.
-
-    For every release and engine in the catalog, count the observed known series the
-    catalog says it cannot expose, and the always-present series it should expose but
-    that are missing. The engine of the best-scoring entries wins; the release string a
-    server reports is never used, because the engine family, not the version, decides
-    the names (0.8-0.10 can run either engine).
+    """Tell the engine family (and a release range) from the series present: each catalog release and
+    engine scores the known series it cannot expose plus the always-present ones it lacks; the best
+    wins. A reported version is ignored: the family decides the names (0.8-0.10 run either).
     """
     observed = {n for n in families if n.startswith("vllm:") or n == "http_requests_total"}
     has_engine_label = any("engine" in f.labels for n, f in families.items() if n.startswith("vllm:"))

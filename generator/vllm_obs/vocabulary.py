@@ -1,22 +1,6 @@
-"""The bundle's shared vocabulary: recorded-series names, scopes, SLOs and burn tiers.
-
-Rules, dashboards, routing, runbooks and the mixin all speak it; `build_bundle` builds one
-`Vocabulary` per bundle and hands it down, so no artefact rebuilds names for itself.
-
-Recording rules follow Prometheus' `level:metric:operations` convention. The metric part
-is the *signal*, not the series the release happens to expose, with vLLM's `vllm:`
-prefix written `vllm_` (colons are reserved for the rule name's separators). So
-`job_instance_model:vllm_inter_token_latency_seconds:p95_5m` keeps its name whether the
-server exposes vllm:inter_token_latency_seconds or the older
-vllm:time_per_output_token_seconds, and dashboards never go blank on a rename.
-
-Levels: `job_instance_model` keeps job, instance and model_name (one replica serving one
-model); `job_model` keeps job and model_name (the fleet, per model); `job_instance`
-keeps job and instance (series without a model_name label, such as HTTP counters). With
-multi-cluster on, every level also keeps the cluster label; the names stay the same, so a
-dashboard or alert works unchanged whether one Prometheus or a Thanos/Mimir ruler evaluates it.
-With pod labels on (always in the Kubernetes objects), every level keeps the namespace the same
-way, and every level that keeps the instance keeps the pod beside it.
+"""The bundle's shared vocabulary: recorded-series names, scopes, SLOs and burn tiers. `build_bundle`
+builds one `Vocabulary` per bundle for rules, dashboards, routing, runbooks and the mixin, so no
+artefact rebuilds names; its naming and levels are in docs/design.md.
 """
 
 from __future__ import annotations
@@ -31,11 +15,8 @@ from .signals import Resolution
 
 @dataclass(frozen=True)
 class Scope:
-    """The labels every aggregation keeps: the replica's identity, and the cluster when on.
-
-    `replica` is the label that tells one server from another (`instance` for a scraped
-    vLLM); `cluster` is the label naming the cluster a series comes from, or None when the
-    bundle serves one cluster.
+    """The labels every aggregation keeps: `replica` tells one server from another (`instance` for a
+    scraped vLLM); `cluster` names the cluster a series comes from, or is None for one cluster.
     """
 
     replica: str = "instance"
@@ -256,10 +237,8 @@ class Names:
 
 
 class GpuNames:
-    """The GPU layer's recording rules (dcgm-exporter's series tied to the vLLM server).
-
-    Per GPU: cluster (when on), instance (the vLLM server), gpu, UUID, modelName.
-    Per server: cluster (when on) and instance.
+    """The GPU layer's recording rules: per GPU they keep cluster (when on), instance (the vLLM server),
+    gpu, UUID and modelName; per server, cluster (when on) and instance.
     """
 
     utilization = "instance_gpu:vllm_gpu_utilization:ratio"
@@ -306,10 +285,9 @@ SCRAPE_HISTORY = "prometheus:up_timestamp:max"
 
 @dataclass(frozen=True)
 class Slo:
-    """A service-level objective of each model: the share of its events that must be good.
-
-    Availability counts requests; the latency SLOs count a histogram's observations at or under
-    `threshold` (time to first token also counts a failed request as a miss)."""
+    """A service-level objective of each model: the share of its events that must be good. Availability
+    counts requests; latency SLOs count observations at or under `threshold` (time to first token also
+    counts a failed request as a miss)."""
 
     name: str  # availability | ttft | itl
     metric: str  # the metric part of its recorded names
@@ -519,10 +497,9 @@ def vocabulary(res: Resolution, cfg: BundleConfig) -> Vocabulary:
 
 @dataclass(frozen=True)
 class RecordedHistogram:
-    """What the bundle records of one histogram: only what an alert or a fleet-wide panel reads,
-    since every per-replica statistic is one more read of every engine's series on every
-    evaluation. One replica's dashboard (Instance and model) computes the rest from the raw
-    series: for the few replicas it shows that costs about what reading a recorded one does."""
+    """What the bundle records of one histogram: only what an alert or a fleet-wide panel reads, since
+    each per-replica statistic reads every engine's series at every evaluation; the Instance and model
+    dashboard computes the rest from the raw series (docs/generating.md)."""
 
     key: str
     short: str  # the rule group's name: vllm-obs.recording-<short>

@@ -1,10 +1,6 @@
-"""Write a bundle into a directory all at once, or check that the directory matches it.
-
-Every file is staged next to its destination first; only when all are staged are they
-moved into place (each move atomic), and a failure part-way puts the old files back.
-So an error leaves the directory as it was. A manifest lists what the bundle wrote, so
-a later run removes files it no longer produces (a panel's dashboard for a signal the
-new source lacks) and never touches anything else.
+"""Write a bundle into a directory all at once, or check that the directory matches it. Files are
+staged, then moved into place atomically, the old ones restored on failure; a manifest lets a later
+run remove files it no longer writes, and nothing else.
 """
 
 from __future__ import annotations

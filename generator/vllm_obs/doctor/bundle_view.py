@@ -1,8 +1,6 @@
 """The bundle on disk as the doctor sees it: jobs, rule groups, panels, receivers, release.
-
-Nothing here knows a metric name. The series each scrape job must have are collected
-from the rule and panel expressions themselves, and the job they belong to from the
-rules' own `job="..."` matchers.
+Nothing here knows a metric name: each job's series come from the rule and panel expressions,
+and their job from the rules' own `job="..."` matchers.
 """
 
 from __future__ import annotations

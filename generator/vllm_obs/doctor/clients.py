@@ -1,13 +1,6 @@
-"""Talk to Prometheus (prometheus-api-client) and Alertmanager (its v2 API, with requests).
-
-Both share one way of authenticating, the way operators have it in front of these
-services: a bearer token, basic auth, a private CA or no verification, and any path
-prefix in the URL (a proxy at https://host/prometheus, Thanos Query, Mimir's /prometheus).
-
-A failure of the doctor's own input (nothing listening, credentials refused, a login page
-instead of the API) raises DoctorCannotRun; a failure of one call (an endpoint a
-Prometheus-compatible service does not serve, a query it rejects) raises ApiError, which
-the checks turn into findings.
+"""Talk to Prometheus (prometheus-api-client) and Alertmanager (its v2 API), authenticating one way:
+bearer token, basic auth, private CA or no verification, and a URL path prefix. A failure of the
+doctor's own input raises DoctorCannotRun; one call's failure raises ApiError, which checks report.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What one doctor run knows: the bundle, the clients, and the facts earlier checks found.
-
-Checks run in order and leave facts behind (targets per job, which series exist, why a
-series or a recording rule is empty), so a later check, the dashboards one above all,
-can say *why* a panel is empty instead of only that it is.
+"""What one doctor run knows: the bundle, the clients, and the facts earlier checks found. Checks run
+in order and leave facts behind, so a later one (the dashboards check above all) can say *why* a
+panel is empty, not only that it is.
 """
 
 from __future__ import annotations

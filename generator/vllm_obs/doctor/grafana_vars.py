@@ -21,11 +21,9 @@ def expand(expr: str, values: dict[str, str]) -> str:
 
 
 def builtins(range_text: str, scrape_interval: str, width_px: int = 1000) -> dict[str, str]:
-    """$__range, $__interval and $__rate_interval for a dashboard's time range.
-
-    Grafana divides the range by the panel's width for $__interval (never below the data
-    source's scrape interval) and makes $__rate_interval max($__interval + scrape interval,
-    4 x scrape interval), so a rate always spans four scrapes.
+    """$__range, $__interval and $__rate_interval for a dashboard's time range, as Grafana makes them:
+    $__interval is the range over the panel's width (at least the scrape interval), $__rate_interval
+    max($__interval + scrape interval, 4 x scrape interval).
     """
     range_s = _range_seconds(range_text)
     scrape = seconds(scrape_interval)

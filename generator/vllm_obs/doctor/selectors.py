@@ -1,10 +1,6 @@
-"""Read PromQL far enough to know what an expression selects, and to compare two of them.
-
-A full parser would be a new runtime dependency; the doctor only needs the vector
-selectors (name, label matchers, range window, the function applied to a range) and a
-canonical form that ignores how a printer lays an expression out. A tokenizer that knows
-PromQL's keywords, strings, numbers and durations gives both. Its results are checked
-against a real PromQL parser on every expression a bundle contains (tests/doctor).
+"""Read PromQL far enough to know what an expression selects, and to compare two of them. A tokenizer
+gives the vector selectors and a layout-free canonical form without a parser dependency; tests/doctor
+checks it against a real PromQL parser on every expression of a bundle.
 """
 
 from __future__ import annotations
@@ -182,11 +178,8 @@ def _matchers(toks: list[Token], open_index: int) -> tuple[tuple[Matcher, ...], 
 
 
 def canonical(expr: str) -> tuple:
-    """A form of expr that two printings of the same expression share.
-
-    Prometheus re-prints a loaded rule's expression (one line, its own spacing, durations
-    in the largest unit, numbers without trailing zeros, matchers possibly reordered); what
-    stays is the sequence of tokens, so compare those, normalised.
+    """A form of expr that two printings of the same expression share. Prometheus re-prints a loaded
+    rule (spacing, duration units, numbers, matcher order); the normalised token sequence stays.
     """
     toks = tokens(expr)
     out: list = []

@@ -1,13 +1,6 @@
-"""The mixin/ folder of a bundle: a jsonnet monitoring mixin with the same rules and dashboards.
-
-Layout (the monitoring-mixin convention, as kubernetes-mixin):
-
-    mixin.libsonnet        prometheusAlerts, prometheusRules, grafanaDashboards (imports only)
-    config.libsonnet       _config+:: the knobs, with this bundle's values as defaults
-    alerts/, rules/, dashboards/   the generated templates
-    lib/format.libsonnet   number and duration renderings identical to the generator's
-    lib/values.libsonnet   each knob as the text the rules and panels show it in
-    alerts.jsonnet, rules.jsonnet, dashboards.jsonnet   render entry points for the jsonnet CLI
+"""The mixin/ folder of a bundle: a jsonnet monitoring mixin with the same rules and dashboards, laid
+out as kubernetes-mixin (mixin.libsonnet, config.libsonnet, alerts/, rules/, dashboards/, lib/ and
+the *.jsonnet entry points; docs/design.md).
 """
 
 from __future__ import annotations
@@ -79,9 +72,8 @@ def mixin_files(
     header: list[str],
 ) -> dict[str, str]:
     """mixin/ for the bundle whose alert and recording rule files and dashboards (by file name) are given.
-
-    The mixin renders the bundle again under two other configurations (every knob a sentinel,
-    multi-cluster on and off) to find where each knob lands, so it builds their vocabularies."""
+    It builds the vocabularies of the two sentinel configurations (multi-cluster on and off) that
+    locate each knob."""
     res, cfg = v.res, v.cfg
     knobs = value_knobs()
     sentinels = sentinel_values(knobs, "\n".join([alerts, rules, *dashboards.values()]))

@@ -1,12 +1,6 @@
-"""lib/format.libsonnet: jsonnet renderings of numbers and durations, exactly as the generator's Python
-writes them (`promql.number`, `human_seconds`, `percent`, `{:g}`, `{:.2%}`, `round`, `promql.seconds`,
-`regex_literal`), so that rules and dashboards rebuilt from `_config` read the same text.
-
-Jsonnet's own `std.format` does its arithmetic in floating point and gets the 16th and 17th digits
-wrong; `std.toString` prints a number's 17 significant digits correctly rounded. So every rendering
-here starts from those digits and rounds them as decimal text (half to even on a tie, as C does).
-A digit string that looks like an exact tie is settled by comparing the number with the tie exactly
-(Dekker's product) wherever the tie lies between 1e-22 and 1e15.
+"""lib/format.libsonnet: jsonnet renderings of numbers and durations that write exactly what the
+generator's Python does (`promql.number`, `human_seconds`, `percent`, `{:g}`, `{:.2%}`...), by
+rounding a number's 17 significant digits as decimal text (docs/design.md says why).
 """
 
 FORMAT_LIBSONNET = r"""

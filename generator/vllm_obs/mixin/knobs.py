@@ -1,17 +1,6 @@
-"""What the mixin leaves to `_config`: the knobs, the texts each one is written as, and sentinels.
-
-A knob here is a configuration value that changes only text and numbers inside the rules and
-dashboards, never their structure (which rules and panels exist): a threshold, a `for` duration, a
-job name, the cluster label, a dashboard uid. Values that change structure (which exporters run,
-the GPU join) stay as generated, and so do the latency thresholds a histogram answers (the SLO
-and p95 thresholds must be bucket bounds, which the generator checks and jsonnet could not);
-regenerate to change them.
-
-Each knob is written in one or more forms (a threshold as PromQL `0.05`, as `5%` in a description,
-as `50ms`...). A `Form` pairs the Python rendering the generator uses with the jsonnet expression
-that rebuilds the same text from `_config` (lib/format.libsonnet mirrors the Python functions).
-The mixin finds where each form lands by generating once with every knob set to a sentinel: a
-value no rule or panel contains on its own, whose forms all differ from one another.
+"""What the mixin leaves to `_config`: the knobs (values that change text and numbers, never which
+rules and panels exist), the forms each is written in (a Python rendering and its jsonnet twin),
+and the sentinels that locate each form in a generated bundle (docs/design.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Turn the sentinel bundle's rules and dashboards into templates over the knobs, and check them.
-
-Two sentinel bundles are read side by side: one with multi-cluster on, one with it off. Every
-string of the first becomes literal text and references to knob forms; a list element that only
-multi-cluster adds (the dashboards' cluster variable) becomes conditional. Each template is then
-filled three ways and compared as data: with the sentinels and multi-cluster off (it must give the
-second bundle), and with the real configuration (it must give the bundle being written). So a
-rendering the mixin does not know, or a knob that changes structure, stops generation instead of
-producing a mixin that disagrees with the files next to it.
+"""Turn the sentinel bundles' rules and dashboards into templates over the knobs, and check them:
+filled with the sentinels they must give the sentinel bundle without multi-cluster, and filled with
+the real configuration the bundle being written, or generation stops (docs/design.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""docs/alert-table.md: every alert the generator can write, from the declarations, with its
-severities, what it says when it fires, and the knobs that tune it with their defaults.
-
-It is built from the bundle with every part on (the newest catalog with every engine
-feature, the log exporter, the probe and the GPU layer) and the default config, so it lists
-what a user gets unless their config says otherwise, and cannot drift from the code.
+"""docs/alert-table.md: every alert the generator can write, with its severities, its firing text and
+the knobs that tune it. Built from the bundle with every part on and the default config, so it
+lists what a user gets unless their config says otherwise, and cannot drift from the code.
 """
 
 from __future__ import annotations

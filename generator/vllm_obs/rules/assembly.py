@@ -1,10 +1,6 @@
-"""Every alert of a bundle, assembled from the declarations of its areas.
-
-The areas (areas/) are peers, each declaring its alerts in one place (declaration.py). This
-module lists them, builds the alert groups, resolves the inhibitions and runs every alert's
-promtool scenarios, and refuses a declaration that lacks a runbook section, a panel, or a
-scenario that fires and one that stays silent. The runbooks, the promtool files, the
-alert table, the routing and the warnings are all rendered from what it returns.
+"""Every alert of a bundle, assembled from its areas' declarations: groups, resolved inhibitions and
+promtool scenarios, from which runbooks, tests, the alert table, routing and warnings are rendered.
+It refuses a declaration without a runbook section, a panel, or a firing and a silent scenario.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""One declaration per alert: everything the bundle needs to know about it, in one place.
-
-An area module (areas/) declares each of its alerts as a `Declared`: how its rules are built,
-the signals they need, the panel its link opens, its runbook section, its promtool
-scenarios, and how it takes part in inhibition. The assembler (assembly.py) builds every
-artefact from these and refuses a declaration that lacks a runbook, a scenario that fires
-and one that stays silent, or a panel.
+"""One declaration per alert (`Declared`): how its rules are built, the signals they need, the panel
+its link opens, its runbook section, its promtool scenarios and its part in inhibition. The
+assembler (assembly.py) builds every artefact from these.
 """
 
 from __future__ import annotations

@@ -84,11 +84,9 @@ def _event_time(v: Vocabulary, event: str) -> str:
 
 
 def planned(v: Vocabulary) -> str:
-    """Servers whose log says they were stopped on purpose (within the grace), or are starting
-    again after such a stop, or for the first time. A start after a crash is not planned: the
-    log showed no shutdown since the server was last ready, or an engine death, an
-    out-of-memory (vLLM logs its own shutdown after those) or a failed start did (a rollout the
-    server cannot start with: its restarts between the failures are a crash loop)."""
+    """Servers whose log says they were stopped on purpose (within the grace), or are starting again after
+    such a stop, or for the first time. Not a start after a crash: no shutdown logged since last ready,
+    or an engine death, out-of-memory (vLLM logs a shutdown after those) or failed start since."""
     target = by(v.targets.target)
     since = select(LOG, "vllm_log_server_state_since_timestamp_seconds", v.exporter)
     grace = int(seconds(v.cfg.alerts.planned_stop_grace))
@@ -130,10 +128,9 @@ def minus(left: str, right: str, on: str) -> str:
 
 
 def check_bucket_bound(setting: str, buckets: tuple[float, ...], threshold: float, origin: str) -> None:
-    """A latency threshold a histogram answers must be one of its bucket bounds: between two
-    bounds an SLO's good-event count is a guess, and histogram_quantile interpolates (with 84%
-    of requests under 1 s and the rest in (1, 2.5], the p95 reads 2.03 s though no request took
-    more than 2.5 s, and a 2 s threshold fires)."""
+    """A latency threshold a histogram answers must be one of its bucket bounds: between two bounds an
+    SLO's good-event count is a guess, and histogram_quantile interpolates within a bucket, so a
+    threshold inside one fires on a guess."""
     if buckets and not any(abs(b - threshold) < 1e-12 for b in buckets):
         valid = ", ".join(f"{b:g}" for b in buckets)
         raise BundleError(
@@ -152,10 +149,9 @@ def unless_asleep(v: Vocabulary, keep: str, indent: str = "") -> str:
 
 
 def processed_tokens(v: Vocabulary, window: str, keep: str) -> str | None:
-    """Tokens the engine processed within `window`, by `keep`: prompt tokens (prefill, all a
-    pooling model such as an embedding or reranking server ever does) and generated ones, so a
-    busy engine of any kind shows progress and a hung one shows none. None when the source has
-    neither counter."""
+    """Tokens the engine processed within `window`, by `keep`: prompt tokens (all a pooling model such as
+    an embedding server processes) plus generated ones, so any busy engine shows progress and a hung
+    one shows none. None when the source has neither counter."""
     # One increase() per counter: increase() drops the name, so over a __name__ regex the two
     # results of one engine would collide.
     parts = [

@@ -1,9 +1,6 @@
-"""Render the few Go-template constructs the bundle's annotations use, as Prometheus does.
-
-The promtool tests assert full annotations, so the generator must know what Prometheus
-will print for `{{ $value | humanizeDuration }}` and friends. This covers exactly the
-constructs the bundle writes (label and value references, the humanize family,
-`urlquery`, `if ... end`); anything else is a bug and raises.
+"""Render the few Go-template constructs the bundle's annotations use, as Prometheus does, since the
+promtool tests assert full annotations. Covers label and value references, the humanize family,
+`urlquery` and `if ... end`; anything else is a bug and raises.
 """
 
 from __future__ import annotations

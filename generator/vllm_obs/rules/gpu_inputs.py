@@ -1,13 +1,6 @@
-"""Input series of the GPU layer's promtool scenarios: DCGM series of the GPUs under a server.
-
-The input series carry the labels a real scrape delivers under the bundle's join: with
-`join: instance` the dcgm-exporter job's relabelling (instance = the vLLM server, the exporter
-in exporter_address); with `join: pod` the exporter's own labels plus a pod mapping, once as
-the GPU operator's ServiceMonitor stores them (exported_namespace/exported_pod, the exporter's
-pod in namespace/pod) and once with honorLabels (namespace/pod), next to the vLLM target's `up`
-with its namespace and pod. Each firing case also holds a neighbour (another server, or with
-multi-cluster on the same names in another cluster) and, for `pod`, a GPU no pod holds, whose
-values would fire if a join or an aggregation merged them.
+"""Input series of the GPU layer's promtool scenarios: DCGM series of the GPUs under a server, labelled
+as a real scrape under the bundle's join, beside neighbours whose values would fire if a join or an
+aggregation merged them (docs/design.md).
 """
 
 from __future__ import annotations

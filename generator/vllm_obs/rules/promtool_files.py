@@ -1,8 +1,6 @@
-"""promtool unit tests for every alert, from the cases its declaration builds.
-
-Each alert has cases where it fires (asserting its full labels and annotations) and where
-it must stay silent, with a check of the `for` boundary: nothing one evaluation before the
-condition has held for `for`, the alert exactly at it.
+"""promtool unit tests for every alert, from the cases its declaration builds: where it fires (full
+labels and annotations asserted), where it stays silent, and its `for` boundary (nothing one
+evaluation before, the alert exactly at it).
 """
 
 from __future__ import annotations

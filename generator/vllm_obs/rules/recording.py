@@ -12,13 +12,9 @@ from .model import Group, Recording
 
 
 def recording_groups(v: Vocabulary) -> list[Group]:
-    # Small groups, one chain of dependent rules each: Prometheus evaluates groups side by
-    # side, so a big fleet's evaluation is spread over them, and no group nears the
-    # 20-rule mark of the monitoring-mixin conventions.
-    # A histogram's per-replica quantiles read its raw buckets once per quantile, which is
-    # the bulk of a fleet's rule work; its fleet quantiles read one recorded per-model bucket
-    # rate (a few series per model), in a group of their own with it so that they see this
-    # evaluation's rate, not the previous one. A histogram with only one of the two has one group.
+    # Small groups, one chain of dependent rules each, so Prometheus spreads a fleet's evaluation over
+    # them; a histogram's fleet quantiles share a group with the per-model bucket rate they read, so
+    # they see this evaluation's rate (docs/design.md).
     parts = []
     for spec in HISTOGRAMS:
         replica, fleet = _histogram_recordings(v, spec)
@@ -193,10 +189,9 @@ def _with_model(v: Vocabulary, per_server: str) -> str:
 
 
 def _failure_recordings(v: Vocabulary) -> list[Recording]:
-    """Requests that failed per replica: vLLM's own count plus the requests admission control
-    refused, or the inference handlers' 5xx, whichever is larger (the two overlap: a failed
-    non-streaming request is both; a refused one answers 503); and their share of what the
-    replica served."""
+    """Requests that failed per replica, and their share of what it served: vLLM's count plus those
+    admission control refused, or the handlers' 5xx, whichever is larger (the two overlap: a failed
+    non-streaming request is both, a refused one answers 503)."""
     n, res = v.names, v.res
     inst = by(v.scope.instance_model)
     engine = []

@@ -1,8 +1,6 @@
-"""The runbook section every alert declares, and the names its text may refer to.
-
-A section's bullets may name `{placeholders}`: the bundle's recorded series and selectors
-below, or the section's own `values`, so a runbook always quotes the queries of the bundle
-it ships with.
+"""The runbook section every alert declares, and the names its text may refer to: `{placeholders}`
+for the bundle's recorded series and selectors or the section's own `values`, so a runbook always
+quotes the queries of the bundle it ships with.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The kit promtool scenarios are written with: input series shaped like a real scrape of the
-bundle's source, cases, checks and the expected alerts.
-
-Each area module builds its alerts' cases with it; promtool_files.py turns them into
-promtool test files. The fire and silent inputs sit just above and just below the configured
-thresholds, so a user who changes a threshold gets tests that still pin it.
+"""The kit promtool scenarios are written with: inputs shaped like a real scrape of the source,
+cases, checks and expected alerts. Fire and silent inputs sit just either side of the configured
+thresholds, so a changed threshold still gets tests that pin it.
 """
 
 from __future__ import annotations
@@ -151,13 +148,9 @@ class Inputs:
         return other
 
     def at_target(self, who: str = REPLICA) -> dict[str, str]:
-        """Labels of a scrape target (REPLICA or NEIGHBOUR).
-
-        With multi-cluster on, the neighbour is the replica's namesake in another cluster, so
-        every case that checks one replica against its neighbour also proves that an
-        aggregation or a join never merges two clusters' servers of the same name.
-        With pod labels on, the neighbour is likewise the replica's namesake (same instance, same
-        pod name) in another namespace, so no per-namespace rule merges two teams' servers.
+        """Labels of a scrape target (REPLICA or NEIGHBOUR). The neighbour is the replica's namesake in
+        another cluster (multi-cluster on) or namespace (pod labels on), so every replica-versus-neighbour
+        case proves no aggregation or join merges them (docs/design.md).
         """
         sc = self.scope
         who = NEIGHBOUR if who == ELSEWHERE else who

@@ -85,10 +85,9 @@ def replica_percentiles(
     quantiles: tuple[str, ...] = ("p50", "p95", "p99"),
     width: int = 8,
 ) -> Panel:
-    """A histogram's per-replica quantiles (Filters.replica_statistics: recorded on a fleet
-    dashboard, which reads only what the rules record), and its mean from the raw sums (two
-    series per replica, cheap to read). On a fleet dashboard: the highest quantile's worst
-    replicas and spread, the others' worst replicas, and the mean per model."""
+    """A histogram's per-replica quantiles (recorded on a fleet dashboard: Filters.replica_statistics) and
+    its mean from the raw sums. On a fleet dashboard: the highest quantile's worst replicas and spread,
+    the others' worst replicas, and the mean per model."""
     exprs, window = f.replica_statistics(sig.key, quantiles)
     recorded = dict(zip(quantiles, exprs, strict=True))
     if f.fleet:
@@ -144,10 +143,9 @@ QUEUE_LINES = f"{FLEET_LINES} Running: the {TOP} busiest."
 def heatmap(
     f: Filters, sig: Signal | Family, title: str, what: str, unit: str, recorded: bool = False
 ) -> Panel:
-    """A histogram's distribution over time, from its buckets: shows what percentiles hide
-    (two populations, a tail that comes and goes). `recorded`: from the per-model bucket rate
-    the rules record (every replica of the models selected; the raw buckets of a whole fleet
-    cost seconds per refresh)."""
+    """A histogram's distribution over time from its buckets, showing what percentiles hide (two
+    populations, a passing tail). `recorded`: from the per-model bucket rate the rules record, since
+    a whole fleet's raw buckets cost seconds per refresh."""
     if recorded:
         rule = f.names.bucket_rate(sig.key, "job_model")
         expr = f"sum by (le) ({rule}{f.model})"

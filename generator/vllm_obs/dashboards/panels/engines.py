@@ -1,8 +1,6 @@
 """Per engine (data-parallel rank) of each replica: is one engine out of line with its siblings?
-
-vLLM V1 labels its series with `engine`; with --data-parallel-size N a replica has N engines
-that the load balancer should keep even. One engine far from the others (a long request
-pinned to it, a skewed prefix cache) queues and preempts while the replica's totals look fine.
+With --data-parallel-size N a replica has N engines the load balancer should keep even; one far
+from the others queues and preempts while the replica's totals look fine.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Engine features, each a row of the dashboard its alerts point at, present only when the
-source exposes it: a feature the server does not run has no series, so its row disappears.
-
-Speculative decoding, LoRA adapters and the model-FLOPs estimate (instance dashboard);
-admission control, prompt sources and caches, KV-block residency (KV cache dashboard).
-KV transfer and offloading are in kv_transfer.py.
+"""Engine feature rows, each present only when the source exposes the feature: speculative decoding,
+LoRA and the model-FLOPs estimate (instance dashboard); admission control, prompt sources and
+caches, KV-block residency (KV cache dashboard). KV transfer and offloading are in kv_transfer.py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""GPUs: NVIDIA's DCGM exporter next to the same server's vLLM figures (only with gpu.enabled).
-
-A row of the instance dashboard, where the GPU alerts point.
-
-Reads the GPU recording rules (rules/areas/gpu.py): per GPU `instance_gpu:*`, per server
-`instance:*`, each labelled with the instance of the vLLM server that uses the GPU, so the
-instance variable selects a server's GPUs and its requests together.
+"""GPUs: DCGM exporter figures beside the same server's vLLM figures, a row of the instance dashboard
+(only with gpu.enabled). Reads the GPU recording rules, labelled with the vLLM server's instance,
+so the instance variable selects a server's GPUs and its requests together.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """KV transfer between servers (disaggregated prefill/decode, NIXL) and KV offloading to CPU memory.
-
-Both are KV-connector features: their series exist only when the server runs with
---kv-transfer-config (NixlConnector, OffloadingConnector...), so these panels appear only then.
+Their series exist only when the server runs a KV connector (--kv-transfer-config), so these
+panels appear only then.
 """
 
 from __future__ import annotations

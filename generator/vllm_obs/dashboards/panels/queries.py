@@ -19,10 +19,8 @@ TOP = 5
 
 
 def regex_literal(text: str) -> str:
-    """A regex matching exactly `text`, written for the inside of a PromQL string.
-
-    Grafana pastes a variable's All value into `job=~"$job"` as is, so RE2's escapes must
-    themselves be escaped for the PromQL string (`vllm.prod` -> `vllm\\\\.prod`).
+    """A regex matching exactly `text`, written for the inside of a PromQL string: Grafana pastes an
+    All value into `job=~"$job"` as is, so RE2's escapes are escaped again (`vllm.prod` -> `vllm\\\\.prod`).
     """
     escaped = re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", text)
     return escaped.replace("\\", "\\\\")
@@ -32,10 +30,9 @@ class Filters:
     def __init__(
         self, v: Vocabulary, engine: bool = True, fleet: bool = False, one_replica: bool = False
     ) -> None:
-        """`engine`: the dashboard has an engine variable (where the source has engines).
-        `fleet`: its breakdowns (by source, tier, reason) are per model across the replicas
-        selected, and its per-replica statistics are drawn as the worst few and a spread.
-        `one_replica`: the instance variable has no All (the dashboard opens on one replica)."""
+        """`engine`: the dashboard has an engine variable. `fleet`: breakdowns are per model across the
+        selected replicas, per-replica statistics drawn as the worst few and a spread. `one_replica`:
+        the instance variable has no All (the dashboard opens on one replica)."""
         res, cfg = v.res, v.cfg
         self.fleet = fleet
         self.one_replica = one_replica
@@ -149,11 +146,9 @@ class Filters:
         return f"histogram_quantile({q:g}, sum by ({by_le}) (rate({sig.name}_bucket{self.raw(sig)}[{RATE}])))"
 
     def replica_statistics(self, key: str, stats: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
-        """A histogram's statistics per replica and model (quantiles of QUANTILES, or "mean"),
-        and the window they are over, in words: the recorded series where the rules record them
-        all (an alert or a fleet panel reads them), else all from the raw series over the rate
-        interval, which costs little for the replicas one dashboard shows at a time. One window
-        for the lines of one panel."""
+        """A histogram's statistics per replica and model (QUANTILES or "mean") and their window in words:
+        the recorded series where the rules record them all, else the raw series over the rate interval
+        (cheap for the replicas one dashboard shows). One window for the lines of one panel."""
         spec = RECORDED_HISTOGRAMS.get(key)
         if spec is not None and set(stats) <= set(spec.replica):
             n = self.names
@@ -254,10 +249,8 @@ class Filters:
         return tuple(out)
 
     def alert_annotation(self) -> Annotation:
-        """Firing vLLM alerts of the selected servers, drawn on every time series.
-
-        Alerts raised from the log exporter, the probe or the GPU exporter carry those jobs,
-        and fleet-wide alerts carry no instance or model: the empty alternative keeps them.
+        """Firing vLLM alerts of the selected servers, drawn on every time series. Alerts of the log
+        exporter, probe and GPU exporter jobs are kept, and the empty alternatives keep fleet-wide alerts.
         """
         p = self.cfg.prometheus
         companions = [p.log_exporter_job] * bool(p.log_exporters) + [p.probe_job] * bool(p.probes)

@@ -1,8 +1,6 @@
-"""Render dashboard specs to Grafana JSON with grafanalib (the only module that imports it).
-
-Output is deterministic: keys sorted, panel ids derived from titles (stable across
-releases, so an alert's `viewPanel` link keeps pointing at its panel), a trailing newline.
-Every panel, target, variable and annotation names the `${datasource}` variable, never a UID.
+"""Render dashboard specs to Grafana JSON with grafanalib, the only module that imports it. Output is
+deterministic (sorted keys, panel ids from titles so `viewPanel` links hold, a final newline), and
+every panel, target, variable and annotation names `${datasource}`, never a UID.
 """
 
 from __future__ import annotations

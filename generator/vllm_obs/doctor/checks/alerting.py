@@ -1,10 +1,6 @@
-"""Check 5: the alerting path, from Prometheus to Alertmanager's receivers.
-
-- Prometheus has an active Alertmanager (/api/v1/alertmanagers).
-- The always-firing alert of the bundle (its dead man's switch, the alert whose
-  expression reads no series) fires in Prometheus and has reached Alertmanager.
-- Alertmanager's loaded configuration has every receiver of the bundle's alertmanager.yml.
-- Active silences that can hide one of the bundle's alerts are listed, with what they hide now.
+"""Check 5: the alerting path. Prometheus has an active Alertmanager; the bundle's dead man's switch
+fires and reached Alertmanager; Alertmanager has every receiver of the bundle's alertmanager.yml;
+active silences that can hide one of the bundle's alerts are listed, with what they hide now.
 """
 
 from __future__ import annotations
@@ -290,11 +286,9 @@ def _check_silences(ctx: Context, alerts: list[dict]) -> None:
 
 
 def _may_match(matchers: list[dict], known: dict[str, str], complete: bool) -> bool:
-    """Could the silence match an alert whose static labels are `known`?
-
-    Labels an alert only gets when it fires (instance, job, model_name) are unknown here:
-    a matcher on them may match, so it does not rule the alert out. An alert that reads
-    no series (complete) has no labels but its rule's: a missing label is empty.
+    """Could the silence match an alert whose static labels are `known`? A matcher on a label the alert
+    only gets when firing (instance, job, model_name) may match; an alert that reads no series
+    (`complete`) has only its rule's labels, so a missing label is empty.
     """
     for m in matchers:
         name, value = m.get("name", ""), m.get("value", "")

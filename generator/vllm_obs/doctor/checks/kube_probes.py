@@ -1,7 +1,5 @@
-"""The start-up budget the kubelet gives a container, read from a workload manifest.
-
-A startupProbe gives a container initialDelaySeconds + failureThreshold x periodSeconds
-to come up, and holds the liveness probe back until then; without one, the liveness probe
+"""The start-up budget the kubelet gives a container, read from a workload manifest: a startupProbe
+allows initialDelaySeconds + failureThreshold x periodSeconds; without one, the liveness probe
 restarts a container that has not answered for that long, loading or not.
 """
 

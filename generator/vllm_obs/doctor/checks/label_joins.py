@@ -1,11 +1,6 @@
-"""Check 4: the label plumbing alerts depend on.
-
-- The log exporter's and the probe's series carry the `instance` of the vLLM server they
-  watch; otherwise every inhibition and rule join `on (instance)` between them and the
-  server's own alerts silently matches nothing (named from the bundle's own
-  alertmanager.yml and rules).
-- The vLLM series carry `model_name`, which every per-model rule, alert and panel keeps.
-- Every range in a rule spans at least four scrapes (or rule evaluations) of what it reads.
+"""Check 4: the label plumbing alerts depend on. The log exporter's and probe's series carry the
+watched server's `instance` (else joins `on (instance)` match nothing), vLLM series carry
+`model_name`, and every range in a rule spans at least four scrapes or evaluations of its input.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Check 6: every panel query of the bundle's dashboards returns data, or says why not.
-
-Variables are resolved the way Grafana does on load, from the live label values, in
-order (each may use the ones before it); "All" becomes the variable's allValue, or the
-alternatives of every live value. $__range, $__interval and $__rate_interval follow the
-dashboard's time range and the data source's scrape interval. An empty panel is
-explained with the causes the earlier checks found for the series it reads.
+"""Check 6: every panel query of the bundle's dashboards returns data, or says why not. Variables and
+$__range, $__interval, $__rate_interval are resolved as Grafana does on load (docs/design.md); an
+empty panel is explained with the causes earlier checks found for the series it reads.
 """
 
 from __future__ import annotations
@@ -88,11 +84,9 @@ def run(ctx: Context) -> None:
 
 
 def _answers(ctx: Context, exprs: list[str]) -> dict[str, str | ApiError]:
-    """data, empty or NaN (only NaN samples) for each distinct query.
-
-    Each is first asked as `count((Q) > -Inf)`: Prometheus evaluates Q all the same, but
-    answers with one number instead of a series per target, and NaN samples drop out.
-    Only the queries that come back empty (or that count() cannot wrap) are asked as written.
+    """data, empty or NaN (only NaN samples) for each distinct query. Each is asked first as
+    `count((Q) > -Inf)`: one number instead of a series per target, NaN dropped; only those that
+    come back empty (or cannot be wrapped) are asked as written.
     """
     distinct = list(dict.fromkeys(exprs))
     wrapped = ctx.prom.query_many([f"count(({e}) > -Inf)" for e in distinct])

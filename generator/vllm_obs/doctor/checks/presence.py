@@ -1,11 +1,6 @@
-"""Which of many series exist, in a few bounded queries.
-
-Every name is asked for exactly (`{__name__="a", job="vllm"}`: some managed Prometheus
-services refuse regular expressions on `__name__`, and a regex over every name would make
-Prometheus scan them all). Branches are joined with `or on (__name__, job, engine)`: a
-plain `or` matches on every label *but* the name, so the second of two series with the
-same job and instance would be dropped. Chunks keep each URL a few kilobytes long. A
-histogram's buckets are asked for by their +Inf bucket alone, which every child has.
+"""Which of many series exist, in a few bounded queries: exact names (no regex on `__name__`),
+branches joined with `or on (__name__, job, engine)`, URLs of a few kilobytes, and a histogram
+asked for by its +Inf bucket. docs/design.md says why.
 """
 
 from __future__ import annotations

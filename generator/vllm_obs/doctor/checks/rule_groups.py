@@ -1,10 +1,6 @@
-"""Check 3: the bundle's rule groups are loaded, current, evaluating, and feed the dashboards.
-
-Loaded groups (/api/v1/rules) are matched to the bundle's by name. A loaded group whose
-rules differ from the bundle on disk (compared as normalised PromQL, since Prometheus
-re-prints every expression) means the running rules and the bundle are not the same
-version. The recording rules the dashboards read must have samples; an empty one is
-traced back to the input series it reads.
+"""Check 3: the bundle's rule groups are loaded, current (the same rules as on disk, compared as
+normalised PromQL), evaluating, and feed the dashboards: an empty recording rule the dashboards
+read is traced back to its input series.
 """
 
 from __future__ import annotations

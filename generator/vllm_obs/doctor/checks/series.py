@@ -1,14 +1,6 @@
-"""Check 2: every series the bundle's rules and panels read exists for the job it reads it from.
-
-A missing series is explained, most specific first: a counter stored without `_total`;
-a series vLLM renamed (the catalog's signals list every name a signal has had, so the
-name the server has instead is found by asking for those); a series that only a feature
-(speculative decoding, LoRA, a KV connector) or a flag turns on; a series the server's
-release does not have at all; a series the server declares but has no sample of yet
-(no traffic); an exporter older than the bundle.
-
-The vLLM job is also asked for every series the catalog knows, which tells the server's
-engine and release range from what it really exposes, the way `vllm-obs generate` does.
+"""Check 2: every series the bundle's rules and panels read exists for the job it reads it from; a
+missing one is explained, most specific cause first (docs/design.md). The vLLM job's catalog series
+also tell the server's engine and release range, as `vllm-obs generate` does.
 """
 
 from __future__ import annotations

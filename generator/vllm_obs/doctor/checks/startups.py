@@ -1,12 +1,6 @@
-"""Check 7: the servers' lifecycle as the log exporter measured it.
-
-Reports the measured start-up times, the servers' states and the vLLM version their logs
-announce; flags a version of another minor release than the bundle's (regenerate), a
-start that would trip VllmStartupSlow (with --config), and, with --kubernetes-manifest,
-a startupProbe budget below the slowest measured start plus 30 s or a liveness probe that
-would kill a server before it finished starting.
-
-The series are the log exporter's, read through the exporters' contract, not the bundle's.
+"""Check 7: the servers' start-up times, states and vLLM version, read through the exporters' contract.
+Flags a version of another minor release than the bundle's, a start that would trip VllmStartupSlow,
+and a startupProbe under the slowest start plus 30 s or a liveness probe that would kill a starting server.
 """
 
 from __future__ import annotations

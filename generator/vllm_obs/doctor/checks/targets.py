@@ -1,9 +1,6 @@
-"""Check 1: every job the bundle reads has targets, and they are up.
-
-The jobs come from the bundle's rules (their `job="..."` matchers): the vLLM servers, the
-log exporter and the canary probe where the bundle has them. /api/v1/targets gives each
-target's health and last scrape error; a Prometheus-compatible service that does not
-serve it (Thanos Query, Mimir) is asked for `up` instead.
+"""Check 1: every job the bundle reads (its rules' `job="..."` matchers) has targets, and they are up.
+Health and last scrape error come from /api/v1/targets, or from `up` where a Prometheus-compatible
+service does not serve it (Thanos Query, Mimir).
 """
 
 from __future__ import annotations
@@ -38,9 +35,8 @@ def run(ctx: Context) -> None:
 
 
 def _targets_of(ctx: Context, job: str, selector: str) -> tuple[list[Target], str]:
-    """A job's targets from its scrape pool (named like the job in a plain prometheus.yml);
-    where the pool is named otherwise (the Prometheus Operator's podMonitor/...) or the API
-    is missing (Thanos Query, Mimir), from the job's `up` series, which carry no scrape error.
+    """A job's targets from its scrape pool, or from the job's `up` series (no scrape error) where the
+    pool is named otherwise (Prometheus Operator) or the API is missing (Thanos Query, Mimir).
     Raises ApiError when neither answers."""
     try:
         found = [t for t in (_target(raw) for raw in ctx.prom.targets(job)) if t.job == job]

@@ -1,15 +1,6 @@
-"""Capacity: a model serving fewer replicas than it should, the page that tells a one-replica
-outage from one replica of fifty.
-
-A model's replicas are the servers that serve it now, and those that served it within
-`paging.expected_window`, serve nothing now and are still discovered (`up` 0 too). Each is ready
-(scraped, its engine alive, its canary answering) or not, with a cause: `dead`, `unhealthy`,
-`out_of_memory`, `restarting`, `hung` or `down` (capacity_causes). A replica stopped or restarted
-on purpose, as its log tells, is neither. The model pages when fewer than
-`paging.min_ready_replicas` are ready, or fewer than `paging.capacity_fraction` of the replicas it
-should run: kube-state-metrics' desired replicas (pod labels on), `paging.expected_replicas`, or
-the most it had ready within `paging.expected_window`. The page is one alert per model, open while
-that holds and `paging.recovery_for` after.
+"""Capacity: the page for a model with fewer ready replicas than `paging.min_ready_replicas` or
+`paging.capacity_fraction` of what it should run, telling a one-replica outage from one of fifty.
+One alert per model, open while that holds and `paging.recovery_for` after (docs/alerts.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Engine features operators turn on, each watched only when the source exposes it (and
-absent without a warning when it does not: the feature is simply off).
-
-- speculative decoding: acceptance rate and mean accepted length; warn when drafts are
-  mostly rejected (they then cost more than they save);
-- admission control (vLLM 0.32+): requests turned away by --max-num-queued-*;
-- KV connectors: failed NIXL transfers, failed offload allocations;
-- data-parallel engines: one engine's KV usage or queue far from its siblings'.
+"""Engine features, each watched only when the source exposes it (silently absent otherwise):
+speculative decoding's acceptance, admission control's refusals (vLLM 0.32+), failed KV-connector
+transfers and offload allocations, and data-parallel engines far from their siblings.
 """
 
 from __future__ import annotations
@@ -159,10 +154,9 @@ def recordings(v: Vocabulary) -> list[Recording]:
     for key, record in (("kv_cache_usage", n.kv_spread), ("requests_waiting", n.waiting_spread)):
         if key in res.signals and res[key].has_label("engine"):
             series = selector(res[key].name, v.vllm)
-            # Every replica, 0 for a lone engine: the KV cache and scheduler dashboard draws the
-            # fleet's spread from this record alone, which a fleet without data parallelism must
-            # answer too (one series a replica, where `or`-ing in a zero per replica at query
-            # time cost that dashboard half a second a refresh at 1,000 replicas).
+            # Every replica, 0 for a lone engine: the KV cache and scheduler dashboard draws the fleet's
+            # spread from this record alone, so a fleet without data parallelism needs it too (cheaper
+            # than or-ing in a zero per replica at query time).
             out.append(Recording(record, f"max by ({keep}) ({series})\n-\nmin by ({keep}) ({series})"))
     return out
 

@@ -1,18 +1,6 @@
-"""The GPU layer: NVIDIA's dcgm-exporter next to vLLM's own series, when `gpu.enabled`.
-
-Every GPU series is tied to the vLLM server using that GPU, so a GPU alert, panel or
-inhibition names the same `instance` as the server's own alerts:
-
-- `join: instance` (compose, one vLLM per host): the bundle's dcgm-exporter scrape job
-  (prometheus_config.py) gives the exporter's series the instance label of the server on
-  that host;
-- `join: pod` (Kubernetes): dcgm-exporter labels a GPU allocated to a container with that
-  pod's namespace and pod (`exported_namespace`/`exported_pod` once a ServiceMonitor scrapes it
-  without honorLabels, `namespace`/`pod` with it); the recording rules match those to the
-  namespace and pod of the vLLM target and take its instance.
-
-The recording rules read only the DCGM series listed in catalog/dcgm.yaml; the alerts read
-only recording rules, so alerts and panels show the same numbers.
+"""The GPU layer (`gpu.enabled`): dcgm-exporter's series tied to the vLLM server using each GPU, by
+`join: instance` (the bundle's scrape job) or `join: pod` (pod labels matched to the vLLM target's;
+docs/operations.md). Alerts read only these recording rules, which read only catalog/dcgm.yaml's.
 """
 
 from __future__ import annotations
@@ -82,10 +70,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
             ),
             scenarios=xid_cases,
             symptoms=(PER_REPLICA,),
-            # A GPU that faulted or fell off the bus (critical XID) is why the engine on it died,
-            # stalls or hangs, and why its slots sit on an idle GPU: one warning, for the GPU. The
-            # XID alert carries the server's instance (the join), so only that server is silenced;
-            # its latency, queue and error symptoms follow VllmEngineDead's own inhibition.
+            # A critical XID (a GPU faulted or off the bus) is why the engine on it died, stalls, hangs or
+            # idles its GPU: one warning, for the GPU. It carries the server's instance, so only that server
+            # is silenced; latency, queue and error symptoms follow VllmEngineDead's own inhibition.
             inhibits=(
                 Inhibition(
                     alerts=("VllmEngineDead", "VllmEngineStalled", "VllmEngineHung", "VllmGpuIdleWhileBusy"),

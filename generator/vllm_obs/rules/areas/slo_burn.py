@@ -260,10 +260,9 @@ def _tier(v: Vocabulary, slo: Slo, cls: ModelClass, target: SloTarget, tier: Bur
 
 
 def recording_groups(v: Vocabulary) -> list[Group]:
-    """Per SLO one group: its bad and all events per second over the shortest window (per model
-    class, each with its own threshold), then the miss ratio over each window from those (never a
-    raw rate over days). Availability's group comes first: time to first token counts its
-    failures as misses. Before them, how long Prometheus has been scraping (the tiers' guard)."""
+    """Per SLO one group: bad and all events per second over the shortest window (per model class), then
+    the miss ratio over each window from those, never a raw rate over days. Availability's group comes
+    first (TTFT counts failures as misses), after the tiers' guard: how long Prometheus has scraped."""
     availability = v.slo("availability")
     groups = []
     if v.cfg.slo.min_history > 0 and v.slos:

@@ -228,10 +228,9 @@ class _Burn:
         return cases
 
     def min_bad_cases(self) -> list[Case]:
-        """Each tier's minimum of bad events from both sides, a fifth away, on a quiet model whose
-        misses burn the tier and whose traffic passes its floor: above, three fifths of them in the
-        long window's first half (a half window would read too few); below, seven tenths late (the
-        short window burns); only where the floor allows so few bad events to burn the tier."""
+        """Each tier's minimum of bad events from both sides, a fifth away, on a quiet model whose misses burn
+        the tier and whose traffic passes its floor: above, three fifths in the long window's first half;
+        below, seven tenths late. Only where the floor allows so few bad events to burn the tier."""
         cases = []
         for tier, rule in self.tiers:
             judge = self.judge(tier, rule)
