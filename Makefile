@@ -35,11 +35,9 @@ secrets:
 check: venv
 	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" -n 2 -q
 
-## What CI runs: the quick tier, the committed bundle's promtool suite, one bundle per axis (an old
-## era, GPU with pod labels and clusters, a platform, the 0.34 exposition; the other variants
-## loaded by promtool), the real servers and the drills. Everything but the drills runs on three workers (a
-## third fills the time the others wait on real servers); the drills run alone afterwards, because
-## they time alerts on real servers. Both halves always run; the target fails if either does.
+## What CI runs: everything but the `matrix` tests on three workers (a third fills the time the
+## others wait on real servers), then the drills alone (they time alerts on real servers).
+## Both halves always run; the target fails if either does. DEVELOPERS.md lists what each tier holds.
 test: venv system-deps vllm-venv
 	@status=0; \
 	$(BIN)/python -m pytest -m "not drill and not matrix" -n 3 --dist worksteal --durations=15 || status=1; \
@@ -104,12 +102,9 @@ $(LOCUST_VENV)/.installed:
 	$(LOCUST_VENV)/bin/pip install --quiet locust==$(LOCUST_VERSION)
 	touch $@
 
-## The alert-quality benchmark: a scenario (the day: 124 simulated replicas, 12 simulated hours
-## of trace traffic on a noisy background, every kind of incident) through the rule sets on real
-## Prometheus and Alertmanager servers at TIME_SCALE times the wall clock. The run of record:
-## RULES=bundle,workbook,before, SEEDS=1,2,3 (each figure's median and range), SEPARATELY=1 (one
-## Prometheus at a time, each rule set on its own simulation of the same seed); README gives the
-## wall times. Its figures go to benchmarks/alert_quality/work/<scenario>/ (report.md, results.json).
+## The alert-quality benchmark: a scenario through the rule sets on real Prometheus and Alertmanager
+## servers at TIME_SCALE times the wall clock, into benchmarks/alert_quality/work/<scenario>/. The run
+## of record: SEEDS=1,2,3 SEPARATELY=1 (benchmarks/alert_quality/README.md gives its wall times).
 SCENARIOS ?= benchmarks/alert_quality/scenarios/day.yaml
 TIME_SCALE ?= 30
 RULES ?= bundle,workbook,before
