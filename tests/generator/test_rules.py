@@ -197,6 +197,20 @@ CUSTOM = {
 }
 
 
+SHARE_OFF = {"paging": {"capacity_fraction": 0}}
+
+
+def test_a_capacity_fraction_of_0_turns_the_share_off_and_keeps_the_mixin(tmp_path):
+    """0 is documented as off: the clause stays (never true), so the mixin's knob keeps its meaning."""
+    bundle = generate(tmp_path / "bundle", config=SHARE_OFF)
+    assert (
+        "job_model:vllm_replicas_ready:count < 0 * job_model:vllm_replicas_expected:count"
+        in (bundle / "alerts" / "vllm-alerts.rules.yml").read_text()
+    )
+    assert "capacityFraction: 0," in (bundle / "mixin" / "config.libsonnet").read_text()
+    check_and_test(bundle, **ANOTHER_RELEASE)
+
+
 @pytest.mark.matrix
 def test_a_user_who_changes_thresholds_gets_tests_that_pin_the_new_ones(tmp_path):
     bundle = generate(tmp_path / "bundle", config=CUSTOM)

@@ -291,10 +291,11 @@ def _hung(v: Vocabulary) -> str:
 def _below_floor(v: Vocabulary) -> str:
     """Fewer ready replicas than the floor: min_ready_replicas, or a share of what it should run."""
     n, p = v.names, v.cfg.paging
-    floor = f"{n.replicas_ready} < {number(p.min_ready_replicas)}"
-    if p.capacity_fraction > 0:
-        floor += f"\nor\n{n.replicas_ready} < {number(p.capacity_fraction)} * {n.replicas_expected}"
-    return floor
+    # Written even at 0 (never true then): the mixin's capacityFraction changes the number, not the rule.
+    return (
+        f"{n.replicas_ready} < {number(p.min_ready_replicas)}"
+        f"\nor\n{n.replicas_ready} < {number(p.capacity_fraction)} * {n.replicas_expected}"
+    )
 
 
 def _lost_rule(v: Vocabulary) -> list[Alert]:
