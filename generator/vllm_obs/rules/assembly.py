@@ -102,11 +102,11 @@ def assemble(v: Vocabulary, areas: tuple[ModuleType, ...] = AREAS) -> Assembled:
 
 def scenarios(assembled: Assembled, v: Vocabulary) -> dict[str, list[Case]]:
     """Every alert's promtool cases (alert name -> cases), for the bundle's test files."""
-    io = Inputs(v)
+    inputs = Inputs(v)
     out = {}
     for d in assembled.alerts:
         rules = [r for g in assembled.groups for r in g.rules if isinstance(r, Alert) and r.name == d.name]
-        out[d.name] = _scenarios(d, rules, io)
+        out[d.name] = _scenarios(d, rules, inputs)
     return out
 
 
@@ -131,11 +131,11 @@ def _check_knobs(d: Declared, v: Vocabulary) -> None:
             raise DeclarationError(f"alert {d.name} names the knob {knob}, which the config does not have.")
 
 
-def _scenarios(d: Declared, rules: list[Alert], io: Inputs) -> list[Case]:
+def _scenarios(d: Declared, rules: list[Alert], inputs: Inputs) -> list[Case]:
     """The alert's cases; refused unless one expects it to fire and another expects silence
     throughout (a check before `for` has elapsed is not a silent scenario)."""
     assert d.scenarios is not None
-    built = d.scenarios(rules, io)
+    built = d.scenarios(rules, inputs)
     own = [[check for check in case.checks if check.alertname == d.name] for case in built]
     fires = any(check.expected for checks in own for check in checks)
     silent = d.always_fires or any(checks and not any(c.expected for c in checks) for checks in own)

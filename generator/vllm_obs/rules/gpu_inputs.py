@@ -24,22 +24,22 @@ FB_RESERVED_MIB = 639
 class Gpus:
     """DCGM series of the GPUs under one vLLM server, labelled as its scrape delivers them."""
 
-    def __init__(self, io: Inputs, honor_labels: bool = False) -> None:
-        self.io = io
-        self.cfg = io.cfg
-        self.join = io.cfg.gpu.join
+    def __init__(self, inputs: Inputs, honor_labels: bool = False) -> None:
+        self.inputs = inputs
+        self.cfg = inputs.cfg
+        self.join = inputs.cfg.gpu.join
         self.honor_labels = honor_labels
 
     def target(self, who: str) -> dict[str, str]:
         """The vLLM server's scrape identity: instance, and the cluster (namespace, pod) when kept.
         The neighbour is then the replica's namesake elsewhere: same instance, same pod name."""
-        return self.io.at_target(who)
+        return self.inputs.at_target(who)
 
     def pod(self, who: str) -> str:
-        return pod_of(REPLICA if self.io.scope.partitions else who)
+        return pod_of(REPLICA if self.inputs.scope.partitions else who)
 
     def namespace(self, who: str) -> str:
-        return self.io.partition(who).get("namespace") or self.io.base.get("namespace", "llm")
+        return self.inputs.partition(who).get("namespace") or self.inputs.base.get("namespace", "llm")
 
     def uuid(self, who: str, index: int) -> str:
         server = 0 if who == REPLICA else 1
@@ -89,7 +89,12 @@ class Gpus:
         """With join: pod, the vLLM target whose namespace and pod the GPUs are matched to."""
         if self.join != "pod":
             return
-        labels = {**self.io.base, **self.target(who), "namespace": self.namespace(who), "pod": self.pod(who)}
+        labels = {
+            **self.inputs.base,
+            **self.target(who),
+            "namespace": self.namespace(who),
+            "pod": self.pod(who),
+        }
         case.add(series_text("up", labels), f"1+0x{span}")
 
     def gauge(
@@ -159,11 +164,11 @@ def exact_total(threshold: float) -> tuple[int, int] | None:
     return None
 
 
-def styles(io: Inputs) -> list[Gpus]:
+def styles(inputs: Inputs) -> list[Gpus]:
     """Every way a scrape may label the GPUs under this bundle's join."""
-    if io.cfg.gpu.join == "pod":
-        return [Gpus(io), Gpus(io, honor_labels=True)]
-    return [Gpus(io)]
+    if inputs.cfg.gpu.join == "pod":
+        return [Gpus(inputs), Gpus(inputs, honor_labels=True)]
+    return [Gpus(inputs)]
 
 
 def style_name(g: Gpus) -> str:

@@ -27,32 +27,35 @@ SWAPPED_TO = "llama-3-8b-v2"
 
 
 class _Cases:
-    def __init__(self, rule: Alert, io: Inputs) -> None:
-        self.rule, self.io, self.n = rule, io, io.v.names
-        self.down_after = minutes(io.cfg.alerts.target_down_for)
+    def __init__(self, rule: Alert, inputs: Inputs) -> None:
+        self.rule, self.inputs, self.n = rule, inputs, inputs.v.names
+        self.down_after = minutes(inputs.cfg.alerts.target_down_for)
         self.span = self.down_after + 6
 
     def replicas(self, case: Case, who: tuple[str, ...], up: dict[str, str], span: int | None = None) -> None:
         """Each of `who` serving the model and scraped (`up` as given, else 1 throughout)."""
         span = span or self.span
         for name in who:
-            self.io.serving(case, span, name)
+            self.inputs.serving(case, span, name)
             case.add(
-                series_text("up", {**self.io.base, **self.io.at_target(name)}), up.get(name, f"1+0x{span}")
+                series_text("up", {**self.inputs.base, **self.inputs.at_target(name)}),
+                up.get(name, f"1+0x{span}"),
             )
 
     def page(self, ready: float, expected: float, lost: dict[str, str]) -> list[Expect]:
         """The model's page: its ready replicas, what it should run, and each replica lost and why."""
         lookups = {
-            self.n.replicas_expected: [(self.io.fleet_result(), expected)],
-            self.n.replica_unready: [({**self.io.result(w), "cause": c}, 1) for w, c in lost.items()],
+            self.n.replicas_expected: [(self.inputs.fleet_result(), expected)],
+            self.n.replica_unready: [({**self.inputs.result(w), "cause": c}, 1) for w, c in lost.items()],
         }
-        return [Expect(self.rule, self.io.fleet_result(), ready, lookups)]
+        return [Expect(self.rule, self.inputs.fleet_result(), ready, lookups)]
 
     def causes(self, minute: int, causes: dict[str, str]) -> QueryCheck:
         """Each replica not ready at `minute`, and why."""
         expr = f"{self.n.replica_unready} * 0 + 1"
-        return QueryCheck(minute, expr, [({**self.io.result(w), "cause": c}, 1) for w, c in causes.items()])
+        return QueryCheck(
+            minute, expr, [({**self.inputs.result(w), "cause": c}, 1) for w, c in causes.items()]
+        )
 
     def down_from_1(self) -> str:
         return f"1 0+0x{self.span}"
@@ -73,7 +76,7 @@ class _Cases:
         self.replicas(quarter, (REPLICA, *MORE_REPLICAS), {REPLICA: self.down_from_1()})
         quarter.checks = [Check(self.span - 1, self.rule.name, [])]
         cases.append(quarter)
-        if self.io.cfg.paging.capacity_fraction <= 0:
+        if self.inputs.cfg.paging.capacity_fraction <= 0:
             return cases
         most = Case("VllmModelCapacityLow pages when most of four replicas are down")
         lost = (REPLICA, *MORE_REPLICAS)[:3]
@@ -84,10 +87,10 @@ class _Cases:
         ]
         cases.append(most)
         # paging.capacity_fraction from both sides on ten replicas: 1.5x or 0.67x fails one.
-        bound = self.io.cfg.paging.capacity_fraction * len(TEN)
+        bound = self.inputs.cfg.paging.capacity_fraction * len(TEN)
         for side, scale in NEAR_SIDES:
             ready = round(bound * scale)
-            if ready == bound or not self.io.cfg.paging.min_ready_replicas <= ready < len(TEN):
+            if ready == bound or not self.inputs.cfg.paging.min_ready_replicas <= ready < len(TEN):
                 continue
             near = Case(
                 f"VllmModelCapacityLow with {ready} of {len(TEN)} replicas ready, {side} paging.capacity_fraction"
@@ -107,7 +110,7 @@ class _Cases:
         """The only replica is back two minutes after the page: it stays open paging.recovery_for
         past the condition's last minute, then resolves (a keep_firing_for a minute off fails)."""
         return _held(
-            self.io,
+            self.inputs,
             self.rule,
             fire_at,
             "VllmModelCapacityLow stays open for paging.recovery_for after the only replica is back",
@@ -117,7 +120,7 @@ class _Cases:
     def long_outage(self) -> list[Case]:
         """Six of ten replicas die and stay down for three hours, still discovered: the page stays
         open to the end, however long, and closes paging.recovery_for after they are back."""
-        if self.io.cfg.paging.capacity_fraction <= 0:
+        if self.inputs.cfg.paging.capacity_fraction <= 0:
             return []
         down, back = 10, 190
         last = back - 1 + minutes(self.rule.keep_firing_for)
@@ -140,7 +143,7 @@ class _Cases:
     def not_outages(self) -> list[Case]:
         """Six of ten replicas leave discovery (a scale-down): no replica is lost, so without a
         desired count to say otherwise it is no outage, though fewer run than the most it had."""
-        if self.io.cfg.paging.capacity_fraction <= 0 or self._desired_for_model():
+        if self.inputs.cfg.paging.capacity_fraction <= 0 or self._desired_for_model():
             return []
         case = Case(
             "VllmModelCapacityLow stays silent when six of ten replicas leave discovery (a scale-down)"
@@ -149,10 +152,11 @@ class _Cases:
         for name in TEN:
             gone = name in TEN[4:]
             history = "1x10 stale" if gone else f"1+0x{span}"
-            case.add(series_text("up", {**self.io.base, **self.io.at_target(name)}), history)
+            case.add(series_text("up", {**self.inputs.base, **self.inputs.at_target(name)}), history)
             case.add(
                 series_text(
-                    self.io.res[_gauge(self.io)].name, self.io.labels(name, self.io.res[_gauge(self.io)])
+                    self.inputs.res[_gauge(self.inputs)].name,
+                    self.inputs.labels(name, self.inputs.res[_gauge(self.inputs)]),
                 ),
                 "0x10 stale" if gone else f"0+0x{span}",
             )
@@ -161,24 +165,24 @@ class _Cases:
             QueryCheck(
                 25,
                 self.n.replicas_ready,
-                [({**self.io.fleet_result(), "__name__": self.n.replicas_ready}, 4)],
+                [({**self.inputs.fleet_result(), "__name__": self.n.replicas_ready}, 4)],
             )
         ]
         return [case]
 
     def _desired_for_model(self) -> bool:
-        return bool(self.io.cfg.paging.expected_replicas) or bool(self.io.scope.pod)
+        return bool(self.inputs.cfg.paging.expected_replicas) or bool(self.inputs.scope.pod)
 
     # -- what the log and the canary tell ----------------------------------------------------
 
     def lifecycle(self) -> list[Case]:
         """A death pages at once; a crash-restart pages (no planned stop before it), a planned
         restart does not; an out-of-memory names its cause for log_event_window."""
-        io, span, cases = self.io, self.span, []
+        inputs, span, cases = self.inputs, self.span, []
         dead = Case("VllmModelCapacityLow pages at once when the log shows the only engine died")
         self.replicas(dead, (REPLICA,), {})
-        io.server_state(dead, span, "0 120", ["ready", "ready", "dead"])
-        io.event_times(dead, span, startup_complete="30", engine_dead="0 0 120")
+        inputs.server_state(dead, span, "0 120", ["ready", "ready", "dead"])
+        inputs.event_times(dead, span, startup_complete="30", engine_dead="0 0 120")
         dead.checks = [
             Check(1, self.rule.name, []),
             Check(2, self.rule.name, self.page(0, 1, {REPLICA: "dead"})),
@@ -186,12 +190,12 @@ class _Cases:
         dead.queries = [self.causes(2, {REPLICA: "dead"})]
         cases.append(dead)
 
-        window = minutes(io.cfg.alerts.log_event_window)
+        window = minutes(inputs.cfg.alerts.log_event_window)
         oom = Case("VllmModelCapacityLow names out-of-memory as the cause while the log shows it recently")
         oom_span = max(span, window + 4)
         self.replicas(oom, (REPLICA,), {}, span=oom_span)
-        io.server_state(oom, oom_span, "0 120", ["ready", "ready", "dead"])
-        io.event_times(oom, oom_span, startup_complete="30", oom="0 0 120", engine_dead="0 0 120")
+        inputs.server_state(oom, oom_span, "0 120", ["ready", "ready", "dead"])
+        inputs.event_times(oom, oom_span, startup_complete="30", oom="0 0 120", engine_dead="0 0 120")
         oom.checks = [
             Check(1, self.rule.name, []),
             Check(2, self.rule.name, self.page(0, 1, {REPLICA: "out_of_memory"})),
@@ -209,8 +213,8 @@ class _Cases:
             "VllmModelCapacityLow pages while the only replica restarts after a crash the log did not show"
         )
         self.replicas(crash, (REPLICA,), {REPLICA: self.down_from_1()})
-        io.server_state(crash, span, "0 120", ["ready", "ready", "starting"])
-        io.event_times(crash, span, startup_complete="30", shutdown="10", startup_begin="0 0 120")
+        inputs.server_state(crash, span, "0 120", ["ready", "ready", "starting"])
+        inputs.event_times(crash, span, startup_complete="30", shutdown="10", startup_begin="0 0 120")
         crash.checks = [
             Check(1, self.rule.name, []),
             Check(2, self.rule.name, self.page(0, 1, {REPLICA: "restarting"})),
@@ -220,8 +224,8 @@ class _Cases:
 
         faulted = Case("VllmModelCapacityLow pages at once when the log shows the only engine faulted")
         self.replicas(faulted, (REPLICA,), {})
-        io.server_state(faulted, span, "0 120", ["ready", "ready", "faulted"])
-        io.event_times(faulted, span, startup_complete="30", engine_faulted="0 0 120")
+        inputs.server_state(faulted, span, "0 120", ["ready", "ready", "faulted"])
+        inputs.event_times(faulted, span, startup_complete="30", engine_faulted="0 0 120")
         faulted.checks = [
             Check(1, self.rule.name, []),
             Check(2, self.rule.name, self.page(0, 1, {REPLICA: "faulted"})),
@@ -232,18 +236,18 @@ class _Cases:
             "VllmModelCapacityLow stays silent while the only replica restarts after a planned stop"
         )
         self.replicas(planned, (REPLICA,), {REPLICA: self.down_from_1()})
-        io.server_state(planned, span, "0 60 120", ["ready", "stopping", "starting"])
-        io.event_times(planned, span, startup_complete="30", shutdown="0 60", startup_begin="0 0 120")
+        inputs.server_state(planned, span, "0 60 120", ["ready", "stopping", "starting"])
+        inputs.event_times(planned, span, startup_complete="30", shutdown="0 60", startup_begin="0 0 120")
         planned.checks = [Check(span - 1, self.rule.name, [])]
         cases.append(planned)
 
         stopped = Case(
             "VllmModelCapacityLow stays silent while the only replica stays stopped on purpose past the grace"
         )
-        grace = minutes(io.cfg.alerts.planned_stop_grace)
+        grace = minutes(inputs.cfg.alerts.planned_stop_grace)
         self.replicas(stopped, (REPLICA,), {REPLICA: f"1 0+0x{grace + 5}"}, span=grace + 5)
-        io.server_state(stopped, grace + 5, "0 60", ["ready", "stopped"])
-        io.event_times(stopped, grace + 5, startup_complete="30", shutdown="0 60")
+        inputs.server_state(stopped, grace + 5, "0 60", ["ready", "stopped"])
+        inputs.event_times(stopped, grace + 5, startup_complete="30", shutdown="0 60")
         stopped.checks = [Check(grace + 3, self.rule.name, [])]
         cases.append(stopped)
 
@@ -252,10 +256,10 @@ class _Cases:
             "VllmModelCapacityLow pages while the only replica starts again after its start failed"
         )
         self.replicas(looping, (REPLICA,), {REPLICA: self.down_from_1()})
-        io.server_state(
+        inputs.server_state(
             looping, span, "0 60 120 180 240", ["ready", "stopping", "starting", "failed_start", "starting"]
         )
-        io.event_times(
+        inputs.event_times(
             looping,
             span,
             startup_complete="30",
@@ -274,7 +278,7 @@ class _Cases:
     def back_from_a_stop(self) -> list[Case]:
         """A replica stopped on purpose and started again is ready in its log before Prometheus has
         scraped it again: no page then; the first scrape after it decides."""
-        io, span = self.io, self.span
+        inputs, span = self.inputs, self.span
         ready = 2 + self.down_after + 1
         states = ["ready", "stopped", *["starting"] * (ready - 2), "ready"]
         since = " ".join(str(60 * m) for m in (0, 1, *[2] * (ready - 2), ready))
@@ -282,8 +286,8 @@ class _Cases:
 
         def back(case: Case, after: str) -> None:
             self.replicas(case, (REPLICA,), {REPLICA: " ".join(["1", *["0"] * (ready - 1), "_", after])})
-            io.server_state(case, span, since, states)
-            io.event_times(
+            inputs.server_state(case, span, since, states)
+            inputs.event_times(
                 case, span, startup_complete=startup_complete, shutdown="0 60", startup_begin="0 0 120"
             )
 
@@ -304,13 +308,13 @@ class _Cases:
         return [answered, unanswered]
 
     def hung(self) -> list[Case]:
-        io, a = self.io, self.io.cfg.alerts
+        inputs, a = self.inputs, self.inputs.cfg.alerts
         span = minutes(a.hung_for) + 8
         case = Case("VllmModelCapacityLow pages when the only replica's canary times out for alerts.hung_for")
         self.replicas(case, (REPLICA,), {}, span=span)
         began = 2
-        io.probe(case, span, failing="timeout", failing_from=began)
-        io.probe_health(case, span, 1)
+        inputs.probe(case, span, failing="timeout", failing_from=began)
+        inputs.probe_health(case, span, 1)
         at = began + minutes(a.hung_for)
         case.checks = [
             Check(at - 1, self.rule.name, []),
@@ -318,32 +322,32 @@ class _Cases:
         ]
         case.queries = [self.causes(at, {REPLICA: "hung"})]
         out = [case]
-        if io.res.has("engine_sleep_state"):
+        if inputs.res.has("engine_sleep_state"):
             asleep = Case(
                 "VllmModelCapacityLow stays silent while the only replica sleeps (sleep mode): not hung"
             )
             self.replicas(asleep, (REPLICA,), {}, span=span)
-            io.probe(asleep, span, failing="timeout", failing_from=began)
-            io.probe_health(asleep, span, 1)
-            io.sleep_state(asleep, span, awake=0)
+            inputs.probe(asleep, span, failing="timeout", failing_from=began)
+            inputs.probe_health(asleep, span, 1)
+            inputs.sleep_state(asleep, span, awake=0)
             asleep.checks = [Check(span - 1, self.rule.name, [])]
-            io.sleep_state(case, span, awake=1)
+            inputs.sleep_state(case, span, awake=1)
             out.append(asleep)
-        if io.res.has("generation_tokens"):
+        if inputs.res.has("generation_tokens"):
             saturated = Case("VllmModelCapacityLow stays silent on a saturated replica: tokens keep coming")
             self.replicas(saturated, (REPLICA,), {}, span=span)
-            io.probe(saturated, span, failing="timeout")
-            io.probe_health(saturated, span, 1)
-            io.counter(saturated, io.res["generation_tokens"], 600, span)
+            inputs.probe(saturated, span, failing="timeout")
+            inputs.probe_health(saturated, span, 1)
+            inputs.counter(saturated, inputs.res["generation_tokens"], 600, span)
             saturated.checks = [Check(span - 1, self.rule.name, [])]
             out.append(saturated)
         return out
 
     def unhealthy(self) -> list[Case]:
         """Fault tolerance: vllm:engine_healthy (per engine, no model_name) 0 takes the replica out."""
-        io, span = self.io, self.span
-        sig = io.res["engine_healthy"]
-        labels = {**io.base, **io.at_target(REPLICA), "engine": "0"}
+        inputs, span = self.inputs, self.span
+        sig = inputs.res["engine_healthy"]
+        labels = {**inputs.base, **inputs.at_target(REPLICA), "engine": "0"}
         sick = Case("VllmModelCapacityLow pages at once when the only replica's engine reports unhealthy")
         self.replicas(sick, (REPLICA,), {})
         sick.add(series_text(sig.name, labels), f"1 1 0+0x{span - 2}")
@@ -364,34 +368,34 @@ class _Cases:
         """A server that serves another model name after a restart, one that serves two names at
         once, and (pod labels) a pod IP another pod takes over: every recording evaluates, each
         model counts the replica it has, and nobody is paged."""
-        io, swap_at, span = self.io, 20, 40
+        inputs, swap_at, span = self.inputs, 20, 40
         cases = []
 
         swap = Case(
             "A server that serves another model name after a planned restart breaks no recording or page"
         )
-        self.server(swap, io.model, span, end=swap_at)
+        self.server(swap, inputs.model, span, end=swap_at)
         self.server(swap, SWAPPED_TO, span, start=swap_at + 1)
         swap.checks = [Check(m, self.rule.name, []) for m in (swap_at + 2, swap_at + 10, span - 1)]
-        swap.queries = self.counted(swap_at + 2, [SWAPPED_TO], [io.model, SWAPPED_TO]) + self.counted(
+        swap.queries = self.counted(swap_at + 2, [SWAPPED_TO], [inputs.model, SWAPPED_TO]) + self.counted(
             span - 1, [SWAPPED_TO]
         )
         cases.append(swap)
 
         two = Case("A server that serves two model names at once (LoRA) breaks no recording or page")
-        for model in (io.model, SWAPPED_TO):
+        for model in (inputs.model, SWAPPED_TO):
             self.server(two, model, span)
         two.checks = [Check(m, self.rule.name, []) for m in (5, span - 1)]
-        two.queries = self.counted(10, [io.model, SWAPPED_TO])
+        two.queries = self.counted(10, [inputs.model, SWAPPED_TO])
         cases.append(two)
 
-        if io.scope.pod:
+        if inputs.scope.pod:
             reused = Case("A pod IP another pod takes over breaks no recording or page")
             new = pod_of(REPLICA).replace("abcde", "zyxwv")
-            self.server(reused, io.model, span, end=swap_at, pod=pod_of(REPLICA))
-            self.server(reused, io.model, span, start=swap_at + 1, pod=new)
+            self.server(reused, inputs.model, span, end=swap_at, pod=pod_of(REPLICA))
+            self.server(reused, inputs.model, span, start=swap_at + 1, pod=new)
             reused.checks = [Check(m, self.rule.name, []) for m in (swap_at + 2, span - 1)]
-            reused.queries = self.counted(span - 1, [io.model])
+            reused.queries = self.counted(span - 1, [inputs.model])
             cases.append(reused)
         return cases
 
@@ -400,29 +404,29 @@ class _Cases:
     ) -> None:
         """REPLICA's target (or pod `pod` behind its address) serving `model` from minute `start`
         to `end` (a restart ends it: stale), scraped while it does, 60 requests a minute."""
-        io, gauge = self.io.with_model(model), self.io.res[_gauge(self.io)]
-        moved = {self.io.scope.pod: pod} if pod else {}
+        inputs, gauge = self.inputs.with_model(model), self.inputs.res[_gauge(self.inputs)]
+        moved = {self.inputs.scope.pod: pod} if pod else {}
 
         def shape(value: str, step: str) -> str:
             return f"{'_ ' * start}{value}+{step}x{(end or span) - start}{' stale' if end else ''}".strip()
 
-        case.add(series_text(gauge.name, {**io.labels(REPLICA, gauge), **moved}), shape("0", "0"))
-        up = series_text("up", {**io.base, **io.at_target(REPLICA), **moved})
+        case.add(series_text(gauge.name, {**inputs.labels(REPLICA, gauge), **moved}), shape("0", "0"))
+        up = series_text("up", {**inputs.base, **inputs.at_target(REPLICA), **moved})
         case.add(up, shape("1", "0") if pod or up not in case.series else f"1+0x{span}")
-        if "request_success" in io.res.signals:
-            sig = io.res["request_success"]
+        if "request_success" in inputs.res.signals:
+            sig = inputs.res["request_success"]
             case.add(
-                series_text(sig.name, {**io.labels(REPLICA, sig, finished_reason="stop"), **moved}),
+                series_text(sig.name, {**inputs.labels(REPLICA, sig, finished_reason="stop"), **moved}),
                 shape("0", "60"),
             )
-            if io.res.reports_engine_errors:  # none failed: counted as 0, not absent
-                failed = {**io.labels(REPLICA, sig, finished_reason="error"), **moved}
+            if inputs.res.reports_engine_errors:  # none failed: counted as 0, not absent
+                failed = {**inputs.labels(REPLICA, sig, finished_reason="error"), **moved}
                 case.add(series_text(sig.name, failed), shape("0", "0"))
-        if "http_requests" in io.res.signals:
-            http = io.res["http_requests"]
+        if "http_requests" in inputs.res.signals:
+            http = inputs.res["http_requests"]
             base = {
-                **io.base,
-                **io.at_target(REPLICA),
+                **inputs.base,
+                **inputs.at_target(REPLICA),
                 "handler": "/v1/completions",
                 "method": "POST",
                 **moved,
@@ -432,76 +436,78 @@ class _Cases:
     def counted(self, minute: int, models: list[str], failing: list[str] | None = None) -> list[QueryCheck]:
         """At `minute`, one ready replica for each of `models`, and (where failures are counted)
         requests per replica for each of `failing` (default: the same): the joins evaluated."""
-        n, io = self.n, self.io
+        n, inputs = self.n, self.inputs
         ready = [
-            ({**io.with_model(m).fleet_result(), "__name__": n.replicas_ready}, 1) for m in sorted(models)
+            ({**inputs.with_model(m).fleet_result(), "__name__": n.replicas_ready}, 1) for m in sorted(models)
         ]
         out = [QueryCheck(minute, n.replicas_ready, ready)]
-        if io.v.counts_failures:
+        if inputs.v.counts_failures:
             expr = f"count by (model_name) ({n.requests_failing})"
             out.append(QueryCheck(minute, expr, [({"model_name": m}, 1) for m in sorted(failing or models)]))
         return out
 
 
-def _gauge(io: Inputs) -> str:
+def _gauge(inputs: Inputs) -> str:
     """The gauge every replica of the source has."""
-    return next(k for k in FOUNDATIONS[0] if k in io.res.signals)
+    return next(k for k in FOUNDATIONS[0] if k in inputs.res.signals)
 
 
-def capacity_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def capacity_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
-    c = _Cases(rule, io)
+    c = _Cases(rule, inputs)
     cases = c.floors() + c.long_outage() + c.not_outages() + c.joins()
-    if io.cfg.prometheus.log_exporters:
+    if inputs.cfg.prometheus.log_exporters:
         cases += c.lifecycle()
-    if io.cfg.prometheus.probes:
+    if inputs.cfg.prometheus.probes:
         cases += c.hung()
-    if io.res.has("engine_healthy"):
+    if inputs.res.has("engine_healthy"):
         cases += c.unhealthy()
     return cases
 
 
-def lost_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def lost_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     """Each replica not ready while its model pages, and none while it does not."""
     (rule,) = rules
-    c = _Cases(rule, io)
+    c = _Cases(rule, inputs)
     fire_at = 1 + c.down_after
-    lost = (REPLICA, *MORE_REPLICAS)[:3] if io.cfg.paging.capacity_fraction > 0 else (REPLICA,)
-    everyone = (REPLICA, *MORE_REPLICAS) if io.cfg.paging.capacity_fraction > 0 else (REPLICA,)
+    lost = (REPLICA, *MORE_REPLICAS)[:3] if inputs.cfg.paging.capacity_fraction > 0 else (REPLICA,)
+    everyone = (REPLICA, *MORE_REPLICAS) if inputs.cfg.paging.capacity_fraction > 0 else (REPLICA,)
     most = Case(f"VllmReplicaLost names each of the {len(lost)} replicas down while their model pages")
     c.replicas(most, everyone, {w: c.down_from_1() for w in lost})
-    expected = [Expect(rule, {**io.result(w), "cause": "down"}, 1) for w in lost]
+    expected = [Expect(rule, {**inputs.result(w), "cause": "down"}, 1) for w in lost]
     most.checks = [Check(fire_at - 1, rule.name, []), Check(fire_at, rule.name, expected)]
     quarter = Case("VllmReplicaLost stays silent for one replica of four down: its model does not page")
     c.replicas(quarter, (REPLICA, *MORE_REPLICAS), {REPLICA: c.down_from_1()})
     quarter.checks = [Check(c.span - 1, rule.name, [])]
     cases = [most, quarter]
     # paging.capacity_fraction from both sides on ten replicas, as the page has it.
-    bound = io.cfg.paging.capacity_fraction * len(TEN)
+    bound = inputs.cfg.paging.capacity_fraction * len(TEN)
     for side, scale in NEAR_SIDES if bound > 0 else ():
         ready = round(bound * scale)
-        if ready == bound or not io.cfg.paging.min_ready_replicas <= ready < len(TEN):
+        if ready == bound or not inputs.cfg.paging.min_ready_replicas <= ready < len(TEN):
             continue
         near = Case(
             f"VllmReplicaLost with {ready} of {len(TEN)} replicas ready, {side} paging.capacity_fraction"
         )
         c.replicas(near, TEN, {w: c.down_from_1() for w in TEN[ready:]})
-        named = [Expect(rule, {**io.result(w), "cause": "down"}, 1) for w in TEN[ready:]]
+        named = [Expect(rule, {**inputs.result(w), "cause": "down"}, 1) for w in TEN[ready:]]
         near.checks = [Check(fire_at, rule.name, named if ready < bound else [])]
         cases.append(near)
-    named = [Expect(rule, {**io.result(REPLICA), "cause": "down"}, 1)]
+    named = [Expect(rule, {**inputs.result(REPLICA), "cause": "down"}, 1)]
     title = "VllmReplicaLost stays for paging.recovery_for after the only replica is back"
-    return [*cases, _held(io, rule, fire_at, title, named)]
+    return [*cases, _held(inputs, rule, fire_at, title, named)]
 
 
-def _held(io: Inputs, rule: Alert, fire_at: int, title: str, named: list[Expect]) -> Case:
+def _held(inputs: Inputs, rule: Alert, fire_at: int, title: str, named: list[Expect]) -> Case:
     """The only replica, down from minute 1, is back two minutes after `fire_at`: `named` fire
     until keep_firing_for past the last minute down, and not a minute longer."""
     back = fire_at + 2
     last = back - 1 + minutes(rule.keep_firing_for)
     case = Case(title)
-    io.serving(case, last + 2)
-    case.add(series_text("up", {**io.base, **io.at_target(REPLICA)}), f"1 0x{back - 2} 1x{last + 1 - back}")
+    inputs.serving(case, last + 2)
+    case.add(
+        series_text("up", {**inputs.base, **inputs.at_target(REPLICA)}), f"1 0x{back - 2} 1x{last + 1 - back}"
+    )
     case.checks = [
         Check(back, rule.name, named),
         Check(last, rule.name, named),

@@ -20,65 +20,65 @@ from ..scenario_kit import (
 PAST_FOR = 5
 
 
-def spec_decode_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def spec_decode_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
     limit = rule.threshold
     span = minutes(rule.for_) + PAST_FOR
-    res = io.res
+    res = inputs.res
     cases = []
     # Just below and just above the threshold, so a moved threshold fails one of them.
     for title, share in (("fires", round(limit * 0.9, 6)), ("stays silent", min(1.0, round(limit * 1.1, 6)))):
         case = Case(f"VllmSpecDecodeAcceptanceLow {title} at {share:g} of draft tokens accepted")
         if "spec_decode_acceptance_rate" in res.signals and "spec_decode_accepted_tokens" not in res.signals:
-            io.gauge(case, res["spec_decode_acceptance_rate"], share, span)
+            inputs.gauge(case, res["spec_decode_acceptance_rate"], share, span)
             start = 0
         else:
-            io.counter(case, res["spec_decode_draft_tokens"], 300, span)
-            io.counter(case, res["spec_decode_accepted_tokens"], round(300 * share, 6), span)
+            inputs.counter(case, res["spec_decode_draft_tokens"], 300, span)
+            inputs.counter(case, res["spec_decode_accepted_tokens"], round(300 * share, 6), span)
             if "spec_decode_drafts" in res.signals:
-                io.counter(case, res["spec_decode_drafts"], 100, span)
+                inputs.counter(case, res["spec_decode_drafts"], 100, span)
             start = 1  # rate() needs two samples
         if share < limit:
-            case.checks = boundary(rule.name, start, rule.for_, [Expect(rule, io.result(), share)])
+            case.checks = boundary(rule.name, start, rule.for_, [Expect(rule, inputs.result(), share)])
         else:
             case.checks = [Check(span - 1, rule.name, [])]
         cases.append(case)
     return cases
 
 
-def rejected_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def rejected_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
-    sig = io.res["admission_rejections"]
+    sig = inputs.res["admission_rejections"]
     span = minutes(rule.for_) + PAST_FOR
     fire = Case(f"VllmRequestsRejected fires after {rule.for_} of rejections, naming the reason")
-    io.counter(fire, sig, 60, span, reason="max_num_queued_reqs")
-    io.counter(fire, sig, 0, span, reason="max_num_queued_tokens")
+    inputs.counter(fire, sig, 60, span, reason="max_num_queued_reqs")
+    inputs.counter(fire, sig, 0, span, reason="max_num_queued_tokens")
     # rate() divides what the window saw by the whole window: short of a full window, less.
-    fire_at, window = 1 + minutes(rule.for_), minutes(io.cfg.alerts.rate_window)
+    fire_at, window = 1 + minutes(rule.for_), minutes(inputs.cfg.alerts.rate_window)
     value = round(60 * min(fire_at, window) / (window * 60), 10)
     fire.checks = boundary(
-        rule.name, 1, rule.for_, [Expect(rule, {**io.result(), "reason": "max_num_queued_reqs"}, value)]
+        rule.name, 1, rule.for_, [Expect(rule, {**inputs.result(), "reason": "max_num_queued_reqs"}, value)]
     )
     quiet = Case("VllmRequestsRejected stays silent while nothing is rejected")
-    io.counter(quiet, sig, 0, span, reason="max_num_queued_reqs")
+    inputs.counter(quiet, sig, 0, span, reason="max_num_queued_reqs")
     quiet.checks = [Check(span - 1, rule.name, [])]
     return [fire, quiet]
 
 
-def kv_transfer_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def kv_transfer_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     keys = {"nixl": "nixl_failed_transfers", "offload": "kv_offload_allocation_failures"}
     cases = []
     for rule in rules:
         connector = rule.labels["connector"]
-        sig = io.res[keys[connector]]
-        window = minutes(io.cfg.alerts.kv_transfer_window)
+        sig = inputs.res[keys[connector]]
+        window = minutes(inputs.cfg.alerts.kv_transfer_window)
         fire = Case(
             f"VllmKVTransferFailures ({connector}) fires on the first failure, without waiting, "
             "and stays for alerts.kv_transfer_window"
         )
-        labels = io.labels(signal=sig)
+        labels = inputs.labels(signal=sig)
         fire.add(series_text(sig.name, labels), held_event(window))
-        fire.checks = held_checks(rule.name, window, [Expect(rule, io.result(), 1)])
+        fire.checks = held_checks(rule.name, window, [Expect(rule, inputs.result(), 1)])
         quiet = Case(f"VllmKVTransferFailures ({connector}) stays silent without failures")
         quiet.add(series_text(sig.name, labels), "0+0x7")
         quiet.checks = [Check(5, rule.name, [])]
@@ -86,27 +86,27 @@ def kv_transfer_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     return cases
 
 
-def imbalance_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def imbalance_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     keys = {"kv": "kv_cache_usage", "queue": "requests_waiting"}
     cases = []
     for rule in rules:
         signal = rule.labels["signal"]
-        sig = io.res[keys[signal]]
+        sig = inputs.res[keys[signal]]
         limit = rule.threshold
         span = minutes(rule.for_) + PAST_FOR
         # Spreads just above and just below the threshold, so a moved threshold fails one of them.
         hot = 1.0 if signal == "kv" else limit * 2
         wide, narrow = round(limit * 1.1, 6), round(limit * 0.9, 6)
         fire = Case(f"VllmEngineImbalance ({signal}) fires when one engine is {wide:g} from its sibling")
-        io.gauge(fire, sig, hot, span, engine="0")
-        io.gauge(fire, sig, round(hot - wide, 6), span, engine="1")
-        fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, io.result(), wide)])
+        inputs.gauge(fire, sig, hot, span, engine="0")
+        inputs.gauge(fire, sig, round(hot - wide, 6), span, engine="1")
+        fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, inputs.result(), wide)])
         even = Case(f"VllmEngineImbalance ({signal}) stays silent {narrow:g} apart")
-        io.gauge(even, sig, hot, span, engine="0")
-        io.gauge(even, sig, round(hot - narrow, 6), span, engine="1")
+        inputs.gauge(even, sig, hot, span, engine="0")
+        inputs.gauge(even, sig, round(hot - narrow, 6), span, engine="1")
         even.checks = [Check(span - 1, rule.name, [])]
         alone = Case(f"VllmEngineImbalance ({signal}) stays silent on a single engine")
-        io.gauge(alone, sig, hot, span, engine="0")
+        inputs.gauge(alone, sig, hot, span, engine="0")
         alone.checks = [Check(span - 1, rule.name, [])]
         cases += [fire, even, alone]
     return cases

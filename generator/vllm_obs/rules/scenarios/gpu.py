@@ -16,16 +16,16 @@ from ..scenario_kit import NEIGHBOUR, REPLICA, Case, Check, Expect, Inputs, boun
 PAST_FOR = 5
 
 
-def xid_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def xid_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     by_fault = {r.labels["fault"]: r for r in rules}
     crit, warn = by_fault["hardware"], by_fault["application"]
-    window = minutes(io.cfg.gpu.xid_window)
+    window = minutes(inputs.cfg.gpu.xid_window)
     fallen = 79
     application = load_dcgm().application[0].code  # 13
     at = 3  # the minute the code changes
     span = at + window + 3
     cases = []
-    for g in styles(io):
+    for g in styles(inputs):
         fire = Case(
             f"VllmGpuXidError warns of a hardware fault when a GPU falls off the bus (XID {fallen}), {style_name(g)}"
         )
@@ -46,7 +46,7 @@ def xid_cases(rules: list[Alert], io: Inputs) -> list[Case]:
             Check(at + window, crit.name, []),
         ]
         cases.append(fire)
-    g = styles(io)[0]
+    g = styles(inputs)[0]
     later = at + 3
     warning = Case(
         f"VllmGpuXidError warns on XID {application} (an application error), then of a hardware fault when XID {fallen} follows"
@@ -60,7 +60,7 @@ def xid_cases(rules: list[Alert], io: Inputs) -> list[Case]:
         Check(later, warn.name, [Expect(crit, g.result(REPLICA, 0), fallen)]),
     ]
     # An application error alone: it warns for xid_window after the change, then lets go.
-    alone = Case(f"VllmGpuXidError warns on XID {application} for {io.cfg.gpu.xid_window} after it comes")
+    alone = Case(f"VllmGpuXidError warns on XID {application} for {inputs.cfg.gpu.xid_window} after it comes")
     g.vllm_up(alone, REPLICA, span)
     g.xid(alone, REPLICA, 0, [(0, 0), (at, application)], span)
     told = [Expect(warn, g.result(REPLICA, 0), application)]
@@ -102,12 +102,12 @@ def _used_at_most(threshold: float, reserved: bool) -> int:
     return used
 
 
-def memory_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def memory_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
-    threshold = io.cfg.gpu.memory_full_threshold
+    threshold = inputs.cfg.gpu.memory_full_threshold
     span = minutes(rule.for_) + PAST_FOR
     cases = []
-    for g in styles(io):
+    for g in styles(inputs):
         for reserved in (True, False):
             used = _used_above(threshold, reserved)
             ratio = memory_ratio(used, reserved)
@@ -122,7 +122,7 @@ def memory_cases(rules: list[Alert], io: Inputs) -> list[Case]:
             g.memory(fire, NEIGHBOUR, 0, 1000, span, reserved)
             fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, g.result(REPLICA, 0), ratio)])
             cases.append(fire)
-    g = styles(io)[0]
+    g = styles(inputs)[0]
     exact = exact_total(threshold)
     if exact is not None:
         total, used = exact
@@ -145,44 +145,44 @@ def memory_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     return cases
 
 
-def idle_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def idle_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
-    g_cfg = io.cfg.gpu
-    running = io.res["requests_running"]
-    limit = io.cfg.alerts.max_num_seqs if io.cfg.alerts.max_num_seqs > 0 else 8
+    g_cfg = inputs.cfg.gpu
+    running = inputs.res["requests_running"]
+    limit = inputs.cfg.alerts.max_num_seqs if inputs.cfg.alerts.max_num_seqs > 0 else 8
     # A fifth under the threshold, in percent as DCGM reports it.
     idle = round(g_cfg.idle_utilization_below * 100 * 0.8, 9)
     # Exactly at the threshold (10 / 100 is the double 0.1): `<` must not hold.
     busy = round(g_cfg.idle_utilization_below * 100, 9)
     span = minutes(rule.for_) + PAST_FOR
-    limit_text = f"--max-num-seqs {number(limit)}" if io.cfg.alerts.max_num_seqs > 0 else "their peak"
+    limit_text = f"--max-num-seqs {number(limit)}" if inputs.cfg.alerts.max_num_seqs > 0 else "their peak"
     cases = []
-    for g in styles(io):
+    for g in styles(inputs):
         fire = Case(
             f"VllmGpuIdleWhileBusy fires after {rule.for_} with {number(limit)} running ({limit_text}) "
             f"and GPUs at {number(idle)}%, {style_name(g)}"
         )
         for who in (REPLICA, NEIGHBOUR):
             g.vllm_up(fire, who, span)
-            io.gauge(fire, running, limit, span, instance=who)
+            inputs.gauge(fire, running, limit, span, instance=who)
         for index in (0, 1):
             g.utilization(fire, REPLICA, index, idle, span)
             # The neighbour holds its slots too, but its GPUs work: it is merely busy.
             g.utilization(fire, NEIGHBOUR, index, 90, span)
-        fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, io.result(), limit)])
+        fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, inputs.result(), limit)])
         cases.append(fire)
-    g = styles(io)[0]
+    g = styles(inputs)[0]
     working = Case(f"VllmGpuIdleWhileBusy stays silent with the GPUs at exactly {number(busy)}%")
     g.vllm_up(working, REPLICA, span)
-    io.gauge(working, running, limit, span)
+    inputs.gauge(working, running, limit, span)
     for index in (0, 1):
         g.utilization(working, REPLICA, index, busy, span)
     working.checks = [Check(span - 1, rule.name, [])]
     cases.append(working)
-    if io.cfg.alerts.max_num_seqs > 0:
+    if inputs.cfg.alerts.max_num_seqs > 0:
         below = Case(f"VllmGpuIdleWhileBusy stays silent with idle GPUs and {number(limit - 1)} running")
         g.vllm_up(below, REPLICA, span)
-        io.gauge(below, running, limit - 1, span)
+        inputs.gauge(below, running, limit - 1, span)
         below.checks = [Check(span - 1, rule.name, [])]
     else:
         # The peak (8) came at minute 0, then half as many run: below the peak while it is within
@@ -195,19 +195,19 @@ def idle_cases(rules: list[Alert], io: Inputs) -> list[Case]:
         )
         g.vllm_up(below, REPLICA, back + 1)
         below.add(
-            series_text(running.name, io.labels(signal=running)),
+            series_text(running.name, inputs.labels(signal=running)),
             f"{number(limit)} {number(limit / 2)}+0x{back + 1}",
         )
         below.checks = [
             Check(peak - 1, rule.name, []),
-            Check(back, rule.name, [Expect(rule, io.result(), limit / 2)]),
+            Check(back, rule.name, [Expect(rule, inputs.result(), limit / 2)]),
         ]
     for index in (0, 1):
         g.utilization(below, REPLICA, index, idle, span)
     cases.append(below)
     empty = Case("VllmGpuIdleWhileBusy stays silent on an idle server (nothing running, GPUs idle)")
     g.vllm_up(empty, REPLICA, span)
-    io.gauge(empty, running, 0, span)
+    inputs.gauge(empty, running, 0, span)
     for index in (0, 1):
         g.utilization(empty, REPLICA, index, 0, span)
     empty.checks = [Check(span - 1, rule.name, [])]

@@ -21,11 +21,11 @@ from ..scenario_kit import (
 
 
 def log_event_cases(event: str) -> Builder:
-    def build(rules: list[Alert], io: Inputs) -> list[Case]:
+    def build(rules: list[Alert], inputs: Inputs) -> list[Case]:
         (rule,) = rules
-        job = io.cfg.prometheus.log_exporter_job
-        labels = {"job": job, **io.at_target(REPLICA), "exporter_address": EXPORTER_ADDRESS}
-        window = minutes(io.cfg.alerts.log_event_window)
+        job = inputs.cfg.prometheus.log_exporter_job
+        labels = {"job": job, **inputs.at_target(REPLICA), "exporter_address": EXPORTER_ADDRESS}
+        window = minutes(inputs.cfg.alerts.log_event_window)
         fire = Case(
             f"{rule.name} fires on the first evaluation after an {event} event, without waiting, "
             f"and stays for alerts.log_event_window"
@@ -44,11 +44,11 @@ def log_event_cases(event: str) -> Builder:
     return build
 
 
-def exporter_down_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def exporter_down_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
     labels = {
-        "job": io.cfg.prometheus.log_exporter_job,
-        **io.at_target(REPLICA),
+        "job": inputs.cfg.prometheus.log_exporter_job,
+        **inputs.at_target(REPLICA),
         "exporter_address": EXPORTER_ADDRESS,
     }
     span = minutes(rule.for_) + 5

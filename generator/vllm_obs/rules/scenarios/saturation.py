@@ -12,38 +12,44 @@ from ..scenario_kit import NEAR_SIDES, NEIGHBOUR, Case, Check, Expect, Inputs, b
 PAST_FOR = 5
 
 
-def queue_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def queue_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
-    threshold, _ = queue_threshold(io.cfg.alerts)
-    sig = io.res["requests_waiting"]
+    threshold, _ = queue_threshold(inputs.cfg.alerts)
+    sig = inputs.res["requests_waiting"]
     span = minutes(rule.for_) + PAST_FOR
     fire = Case(f"VllmQueueDepthHigh fires after {rule.for_} with {threshold + 1:g} waiting")
     # Two engines (data-parallel ranks) of one replica: their queues add up.
     if sig.has_label("engine"):
-        io.gauge(fire, sig, (threshold + 1) / 2, span, engine="0")
-        io.gauge(fire, sig, (threshold + 1) / 2, span, engine="1")
+        inputs.gauge(fire, sig, (threshold + 1) / 2, span, engine="0")
+        inputs.gauge(fire, sig, (threshold + 1) / 2, span, engine="1")
     else:
-        io.gauge(fire, sig, threshold + 1, span)
-    io.gauge(fire, sig, 0, span, instance=NEIGHBOUR)
-    fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, io.result(), threshold + 1)])
+        inputs.gauge(fire, sig, threshold + 1, span)
+    inputs.gauge(fire, sig, 0, span, instance=NEIGHBOUR)
+    fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, inputs.result(), threshold + 1)])
     silent = Case(f"VllmQueueDepthHigh stays silent at exactly {threshold:g} waiting")
-    io.gauge(silent, sig, threshold, span)
+    inputs.gauge(silent, sig, threshold, span)
     silent.checks = [Check(span - 1, rule.name, [])]
     return [fire, silent]
 
 
-def throttled_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def throttled_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
-    a = io.cfg.alerts
+    a = inputs.cfg.alerts
     span = minutes(rule.for_) + 15
-    waiting, running, kv = io.res["requests_waiting"], io.res["requests_running"], io.res["kv_cache_usage"]
-    by_reason = io.res["requests_waiting_by_reason"] if io.res.has("requests_waiting_by_reason") else None
+    waiting, running, kv = (
+        inputs.res["requests_waiting"],
+        inputs.res["requests_running"],
+        inputs.res["kv_cache_usage"],
+    )
+    by_reason = (
+        inputs.res["requests_waiting_by_reason"] if inputs.res.has("requests_waiting_by_reason") else None
+    )
 
     def queue(case: Case, values: str) -> None:
         """Requests waiting, all of them for capacity where the source splits them by reason."""
-        case.add(series_text(waiting.name, io.labels(signal=waiting)), values)
+        case.add(series_text(waiting.name, inputs.labels(signal=waiting)), values)
         if by_reason is not None:
-            case.add(series_text(by_reason.name, io.labels(signal=by_reason, reason="capacity")), values)
+            case.add(series_text(by_reason.name, inputs.labels(signal=by_reason, reason="capacity")), values)
 
     # KV usage a fifth either side of the bound.
     low, high = (min(1.0, round(a.throttled_kv_usage_below * scale, 6)) for _, scale in reversed(NEAR_SIDES))
@@ -51,32 +57,32 @@ def throttled_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     at_limit = a.max_num_seqs if a.max_num_seqs > 0 else 4
     fire = Case(f"VllmSchedulerThrottled fires when the queue grows for {rule.for_} while KV usage is low")
     queue(fire, f"1+1x{span}")
-    io.gauge(fire, running, at_limit, span)
-    io.gauge(fire, kv, low, span)
+    inputs.gauge(fire, running, at_limit, span)
+    inputs.gauge(fire, kv, low, span)
     start, fire_at = 1, 1 + minutes(rule.for_)
-    fire.checks = boundary(rule.name, start, rule.for_, [Expect(rule, io.result(), 1 + fire_at)])
+    fire.checks = boundary(rule.name, start, rule.for_, [Expect(rule, inputs.result(), 1 + fire_at)])
     memory = Case("VllmSchedulerThrottled stays silent when the KV cache, not the scheduler, is the limit")
     queue(memory, f"1+1x{span}")
-    io.gauge(memory, running, at_limit, span)
-    io.gauge(memory, kv, high, span)
+    inputs.gauge(memory, running, at_limit, span)
+    inputs.gauge(memory, kv, high, span)
     memory.checks = [Check(span - 1, rule.name, [])]
     flat = Case("VllmSchedulerThrottled stays silent while the queue holds steady")
     queue(flat, f"5+0x{span}")
-    io.gauge(flat, running, at_limit, span)
-    io.gauge(flat, kv, low, span)
+    inputs.gauge(flat, running, at_limit, span)
+    inputs.gauge(flat, kv, low, span)
     flat.checks = [Check(span - 1, rule.name, [])]
     # Below the limit (alerts.max_num_seqs, or the hour's peak): the queue waits on something else.
     below = Case("VllmSchedulerThrottled stays silent while running requests are below the limit")
     queue(below, f"1+1x{span}")
     if a.max_num_seqs > 0:
-        io.gauge(below, running, at_limit - 1, span)
+        inputs.gauge(below, running, at_limit - 1, span)
     else:
         limit = 8  # the hour's peak, then half of it
         below.add(
-            series_text(running.name, io.labels(signal=running)),
+            series_text(running.name, inputs.labels(signal=running)),
             f"{number(limit)}+0x4 {number(limit / 2)}+0x{span - 5}",
         )
-    io.gauge(below, kv, low, span)
+    inputs.gauge(below, kv, low, span)
     below.checks = [Check(span - 1, rule.name, [])]
     # A queue that grew and then holds is still throttled for the rest of alerts.throttled_window:
     # the trend is over the whole window.
@@ -86,25 +92,25 @@ def throttled_cases(rules: list[Alert], io: Inputs) -> list[Case]:
         f"VllmSchedulerThrottled keeps firing over {a.throttled_window} after the queue stops growing"
     )
     queue(holds, f"1+1x{grew} {1 + grew}+0x{span + window}")
-    io.gauge(holds, running, at_limit, span + window)
-    io.gauge(holds, kv, low, span + window)
-    holds.checks = [Check(grew + window - 2, rule.name, [Expect(rule, io.result(), 1 + grew)])]
+    inputs.gauge(holds, running, at_limit, span + window)
+    inputs.gauge(holds, kv, low, span + window)
+    holds.checks = [Check(grew + window - 2, rule.name, [Expect(rule, inputs.result(), 1 + grew)])]
     # A queue that grows with nothing running at all: a stalled engine, not a throttled one.
     nothing = Case("VllmSchedulerThrottled stays silent when the queue grows and nothing runs")
     queue(nothing, f"1+1x{span}")
-    io.gauge(nothing, running, 0, span)
-    io.gauge(nothing, kv, low, span)
+    inputs.gauge(nothing, running, 0, span)
+    inputs.gauge(nothing, kv, low, span)
     nothing.checks = [Check(span - 1, rule.name, [])]
     cases = [fire, memory, flat, below, holds, nothing]
     if by_reason is not None:
         # Deferred requests are held back on purpose (a KV transfer, structured-output
         # compilation): a pile of them is not the scheduler's limit.
         deferred = Case("VllmSchedulerThrottled stays silent when the requests piling up are deferred")
-        io.ramp(deferred, waiting, 1, 1, span)
-        io.gauge(deferred, by_reason, 0, span, reason="capacity")
-        io.ramp(deferred, by_reason, 1, 1, span, reason="deferred")
-        io.gauge(deferred, running, at_limit, span)
-        io.gauge(deferred, kv, low, span)
+        inputs.ramp(deferred, waiting, 1, 1, span)
+        inputs.gauge(deferred, by_reason, 0, span, reason="capacity")
+        inputs.ramp(deferred, by_reason, 1, 1, span, reason="deferred")
+        inputs.gauge(deferred, running, at_limit, span)
+        inputs.gauge(deferred, kv, low, span)
         deferred.checks = [Check(span - 1, rule.name, [])]
         cases.append(deferred)
     if a.max_num_seqs == 0:
@@ -114,89 +120,89 @@ def throttled_cases(rules: list[Alert], io: Inputs) -> list[Case]:
         old = Case(f"VllmSchedulerThrottled fires once the running peak is more than {PEAK_WINDOW} old")
         lower = 4
         old.add(
-            series_text(running.name, io.labels(signal=running)),
+            series_text(running.name, inputs.labels(signal=running)),
             f"{number(2 * lower)}+0x4 {number(lower)}+0x{peak + span}",
         )
         queue(old, f"1+1x{peak + span}")
-        io.gauge(old, kv, low, peak + span)
+        inputs.gauge(old, kv, low, peak + span)
         # The peak (minutes 0 to 4) leaves the window at minute 5 + peak.
         old.checks = [
             Check(peak + 4, rule.name, []),
             Check(
                 peak + 5 + minutes(rule.for_),
                 rule.name,
-                [Expect(rule, io.result(), 6 + peak + minutes(rule.for_))],
+                [Expect(rule, inputs.result(), 6 + peak + minutes(rule.for_))],
             ),
         ]
         cases.append(old)
     return cases
 
 
-def kv_pressure_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def kv_pressure_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
-    threshold = io.cfg.alerts.kv_usage_threshold
-    sig, waiting = io.res["kv_cache_usage"], io.res["requests_waiting"]
+    threshold = inputs.cfg.alerts.kv_usage_threshold
+    sig, waiting = inputs.res["kv_cache_usage"], inputs.res["requests_waiting"]
     span = minutes(rule.for_) + PAST_FOR
     hot = round(threshold + (1 - threshold) / 2, 6)
     engines = sig.has_label("engine")
 
     def usage(case: Case, value: float) -> None:
-        io.gauge(case, sig, value, span, engine="0")
+        inputs.gauge(case, sig, value, span, engine="0")
         if engines:
             # Max, not sum or average: the second engine's 0.1 must not hide the first.
-            io.gauge(case, sig, 0.1, span, engine="1")
+            inputs.gauge(case, sig, 0.1, span, engine="1")
 
     # Per engine where the source has engines: the alert names the one that fills.
-    labels = {**io.result(), "engine": "0"} if engines else io.result()
+    labels = {**inputs.result(), "engine": "0"} if engines else inputs.result()
     fire = Case(
         f"VllmKVCachePressure fires after {rule.for_} at {hot:g} while requests wait, for the engine that fills"
     )
     usage(fire, hot)
-    io.gauge(fire, waiting, 3, span)
-    io.gauge(fire, sig, 0.1, span, instance=NEIGHBOUR)
+    inputs.gauge(fire, waiting, 3, span)
+    inputs.gauge(fire, sig, 0.1, span, instance=NEIGHBOUR)
     fire.checks = boundary(rule.name, 0, rule.for_, [Expect(rule, labels, hot)])
     busy = Case(f"VllmKVCachePressure stays silent at {hot:g} while nothing waits and nothing is preempted")
     usage(busy, hot)
-    io.gauge(busy, waiting, 0, span)
-    if io.res.has("preemptions"):
-        io.counter(busy, io.res["preemptions"], 0, span)
+    inputs.gauge(busy, waiting, 0, span)
+    if inputs.res.has("preemptions"):
+        inputs.counter(busy, inputs.res["preemptions"], 0, span)
     busy.checks = [Check(span - 1, rule.name, [])]
     cool = threshold  # exactly at the threshold: `>` must not fire
     silent = Case(f"VllmKVCachePressure stays silent at exactly {cool:g}, requests waiting")
     usage(silent, cool)
-    io.gauge(silent, waiting, 3, span)
+    inputs.gauge(silent, waiting, 3, span)
     silent.checks = [Check(span - 1, rule.name, [])]
     # At the production clock (scrape and evaluation every prometheus.scrape_interval): pending
     # until `for` has passed to the scrape, firing at it.
-    step = seconds(io.cfg.prometheus.scrape_interval)
+    step = seconds(inputs.cfg.prometheus.scrape_interval)
     clock = Case(
         f"VllmKVCachePressure at the production clock: fires {rule.for_} after the cache fills, not a scrape sooner",
-        every=io.cfg.prometheus.scrape_interval,
-        interval=io.cfg.prometheus.scrape_interval,
+        every=inputs.cfg.prometheus.scrape_interval,
+        interval=inputs.cfg.prometheus.scrape_interval,
     )
     usage(clock, hot)
-    io.gauge(clock, waiting, 3, span)
+    inputs.gauge(clock, waiting, 3, span)
     hold = seconds(rule.for_ or "0s") / 60
     clock.checks = [
         Check(hold - step / 60, rule.name, []),
         Check(hold, rule.name, [Expect(rule, labels, hot)]),
     ]
     cases = [fire, busy, silent, clock]
-    if io.res.has("preemptions"):
+    if inputs.res.has("preemptions"):
         preempting = Case(f"VllmKVCachePressure fires at {hot:g} while requests are preempted, none waiting")
         usage(preempting, hot)
-        io.gauge(preempting, waiting, 0, span)
-        io.counter(preempting, io.res["preemptions"], 5, span)
+        inputs.gauge(preempting, waiting, 0, span)
+        inputs.counter(preempting, inputs.res["preemptions"], 5, span)
         # The preemption rate exists from the counter's second sample.
         preempting.checks = boundary(rule.name, 1, rule.for_, [Expect(rule, labels, hot)])
         cases.append(preempting)
     return cases
 
 
-def kv_filling_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def kv_filling_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
-    a = io.cfg.alerts
-    sig = io.res["kv_cache_usage"]
+    a = inputs.cfg.alerts
+    sig = inputs.res["kv_cache_usage"]
     horizon = seconds(a.kv_predict_horizon) / 60
     # Rise so that the prediction crosses 1 as soon as usage passes the floor.
     step = round(max(0.005, (1 - a.kv_predict_floor) / horizon * 1.25), 4)
@@ -205,30 +211,30 @@ def kv_filling_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     crossing = next(m for m in range(1000) if start + step * m > a.kv_predict_floor + 1e-9)
     span = crossing + minutes(rule.for_) + 3
     fire = Case(f"VllmKVCacheFillingUp fires when usage above {a.kv_predict_floor:g} rises toward full")
-    io.ramp(fire, sig, start, step, span)
+    inputs.ramp(fire, sig, start, step, span)
     fire_at = crossing + minutes(rule.for_)
     value = start + step * fire_at
-    fire.checks = boundary(rule.name, crossing, rule.for_, [Expect(rule, io.result(), value)])
+    fire.checks = boundary(rule.name, crossing, rule.for_, [Expect(rule, inputs.result(), value)])
     steady = Case("VllmKVCacheFillingUp stays silent while high usage holds steady")
-    io.gauge(steady, sig, round((a.kv_predict_floor + 1) / 2, 6), span)
+    inputs.gauge(steady, sig, round((a.kv_predict_floor + 1) / 2, 6), span)
     steady.checks = [Check(span - 1, rule.name, [])]
     return [fire, steady]
 
 
-def preemptions_cases(rules: list[Alert], io: Inputs) -> list[Case]:
+def preemptions_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     (rule,) = rules
-    limit = io.cfg.alerts.preemptions_per_request
-    sig = io.res["preemptions"]
+    limit = inputs.cfg.alerts.preemptions_per_request
+    sig = inputs.res["preemptions"]
     span = minutes(rule.for_) + PAST_FOR
     cases = []
     for label, factor in (("fires", 1.1), ("stays silent", 0.9)):
         ratio = limit * factor
         case = Case(f"VllmPreemptions {label} at {ratio:g} preemptions per request")
-        io.traffic(case, 1000, span)
-        io.counter(case, sig, round(1000 * ratio, 6), span)
+        inputs.traffic(case, 1000, span)
+        inputs.counter(case, sig, round(1000 * ratio, 6), span)
         if factor > 1:
             case.checks = boundary(
-                rule.name, 1, rule.for_, [Expect(rule, io.result(), round(1000 * ratio, 6) / 1000)]
+                rule.name, 1, rule.for_, [Expect(rule, inputs.result(), round(1000 * ratio, 6) / 1000)]
             )
         else:
             case.checks = [Check(span - 1, rule.name, [])]
@@ -236,12 +242,14 @@ def preemptions_cases(rules: list[Alert], io: Inputs) -> list[Case]:
     # The traffic floor from both sides, preempting well above the limit: too idle to judge is silent.
     ratio = limit * 2
     for side, scale in NEAR_SIDES:
-        rate = floor_per_minute(io.v) * scale
+        rate = floor_per_minute(inputs.v) * scale
         near = Case(f"VllmPreemptions: {ratio:g} preemptions per request, traffic {side} alerts.min_requests")
-        io.traffic(near, rate, span + 5)
-        io.counter(near, sig, round(rate * ratio, 6), span + 5)
+        inputs.traffic(near, rate, span + 5)
+        inputs.counter(near, sig, round(rate * ratio, 6), span + 5)
         near.checks = (
-            boundary(rule.name, floor_judged_from(io.v), rule.for_, [Expect(rule, io.result(), ratio)])
+            boundary(
+                rule.name, floor_judged_from(inputs.v), rule.for_, [Expect(rule, inputs.result(), ratio)]
+            )
             if scale > 1
             else [Check(span + 4, rule.name, [])]
         )

@@ -33,15 +33,15 @@ MODELS = (MODEL, "other-model-7b", "embed-e5", "chat-70b")
 
 
 def burn_cases(name: str) -> Builder:
-    def build(rules: list[Alert], io: Inputs) -> list[Case]:
-        found = _class_of(io, name)
+    def build(rules: list[Alert], inputs: Inputs) -> list[Case]:
+        found = _class_of(inputs, name)
         if found is None:
             return []
-        io, cls, target = found
-        held = [c for c, _ in io.v.holding(name)]
+        inputs, cls, target = found
+        held = [c for c, _ in inputs.v.holding(name)]
         mine = rules[held.index(cls) * len(BURN_TIERS) :][: len(BURN_TIERS)]
         tiers = list(zip(BURN_TIERS, mine, strict=True))
-        b = _Burn(io, target, tiers)
+        b = _Burn(inputs, target, tiers)
         cases = b.factor_cases() + b.one_window_cases() + b.floor_cases() + b.min_bad_cases()
         cases += b.young_cases() + b.recovery_cases()
         if name == "ttft":
@@ -50,7 +50,7 @@ def burn_cases(name: str) -> Builder:
             cases += b.failures_left_out_cases() + [b.pooling_case()]
         if name == "availability":
             cases.append(b.quiet_case())
-        if io.cfg.prometheus.probes and name != "itl":  # a one-token answer has no token gap
+        if inputs.cfg.prometheus.probes and name != "itl":  # a one-token answer has no token gap
             cases.append(b.canary_only_case())
             if name == "availability":
                 cases += b.refused_cases()
@@ -59,26 +59,26 @@ def burn_cases(name: str) -> Builder:
     return build
 
 
-def _class_of(io: Inputs, name: str) -> tuple[Inputs, ModelClass, SloTarget] | None:
+def _class_of(inputs: Inputs, name: str) -> tuple[Inputs, ModelClass, SloTarget] | None:
     """Inputs for a model of the first class that holds SLO `name` and selects one of MODELS."""
-    for cls, target in io.v.holding(name):
+    for cls, target in inputs.v.holding(name):
         for model in MODELS:
-            if cls.matches({**io.partition(REPLICA), "model_name": model}):
-                return io.with_model(model), cls, target
+            if cls.matches({**inputs.partition(REPLICA), "model_name": model}):
+                return inputs.with_model(model), cls, target
     return None
 
 
 class _Burn:
     """One SLO's cases, for one model class."""
 
-    def __init__(self, io: Inputs, target: SloTarget, tiers: list[tuple[BurnTier, Alert]]) -> None:
-        self.io, self.target, self.tiers = io, target, tiers
-        self.slo, c = target.slo, io.cfg.slo
+    def __init__(self, inputs: Inputs, target: SloTarget, tiers: list[tuple[BurnTier, Alert]]) -> None:
+        self.inputs, self.target, self.tiers = inputs, target, tiers
+        self.slo, c = target.slo, inputs.cfg.slo
         self.floor = {"slo.min_requests": c.min_requests, "slo.min_tokens": c.min_tokens}[self.slo.floor]
         self.name = tiers[0][1].name
 
     def judge(self, tier: BurnTier, rule: Alert) -> Tier:
-        c = self.io.cfg.slo
+        c = self.inputs.cfg.slo
         long = int(seconds(tier.long) // 60)
         return Tier(
             limit=tier.factor * self.target.budget,
@@ -99,7 +99,7 @@ class _Burn:
             for tier, rule in self.tiers:
                 assert w.certain(m, self.judge(tier, rule)), (case.name, tier, m)
             firing = [
-                Expect(rule, self.io.fleet_result(), w.ratio(m, self.judge(tier, rule).long) or 0.0)
+                Expect(rule, self.inputs.fleet_result(), w.ratio(m, self.judge(tier, rule).long) or 0.0)
                 for tier, rule in self.tiers
                 if w.firing(m, self.judge(tier, rule))
             ]
@@ -110,7 +110,7 @@ class _Burn:
         judge = self.judge(tier, rule)
         for m in at:
             assert w.certain(m, judge), (case.name, tier, m)
-            case.queries.append(_paging(self.io, rule, m, w.firing(m, judge)))
+            case.queries.append(_paging(self.inputs, rule, m, w.firing(m, judge)))
 
     def boundary(self, w: Windows, tier: BurnTier, rule: Alert, after: int = 0, step: int = 1) -> list[int]:
         """The last minute the tier is silent and the first it fires, from minute `after`."""
@@ -120,20 +120,20 @@ class _Burn:
 
     # -- traffic ---------------------------------------------------------------------------
 
-    def events(self, case: Case, per_min: float, bad: float, io: Inputs | None = None) -> None:
+    def events(self, case: Case, per_min: float, bad: float, inputs: Inputs | None = None) -> None:
         """`per_min` events a minute of the SLO, `bad` of them bad, as the source counts them."""
-        io = io or self.io
+        inputs = inputs or self.inputs
         if self.slo.name == "availability":
-            io.outcomes(case, SPAN, per_min - bad, bad)
+            inputs.outcomes(case, SPAN, per_min - bad, bad)
             return
-        io.outcomes(case, SPAN, per_min, 0)  # the requests: the floors count them
-        self.observed(case, per_min, bad, io)
+        inputs.outcomes(case, SPAN, per_min, 0)  # the requests: the floors count them
+        self.observed(case, per_min, bad, inputs)
 
-    def observed(self, case: Case, per_min: float, bad: float, io: Inputs | None = None) -> None:
+    def observed(self, case: Case, per_min: float, bad: float, inputs: Inputs | None = None) -> None:
         """`per_min` observations a minute of the latency SLO's histogram, `bad` over its threshold."""
-        io = io or self.io
-        sig = io.res[self.slo.signal]
-        labels = io.labels(signal=sig)
+        inputs = inputs or self.inputs
+        sig = inputs.res[self.slo.signal]
+        labels = inputs.labels(signal=sig)
         within = f"0+{number(per_min - bad)}x{SPAN}"
         case.add(series_text(sig.bucket, {**labels, "le": bucket_text(self.target.threshold)}), within)
         case.add(series_text(sig.count, labels), f"0+{number(per_min)}x{SPAN}")
@@ -150,7 +150,7 @@ class _Burn:
 
     def scraped(self, case: Case) -> None:
         """Prometheus scrapes the replica from minute 0: its history starts with the case."""
-        case.add(series_text("up", {**self.io.base, **self.io.at_target(REPLICA)}), f"1+0x{SPAN}")
+        case.add(series_text("up", {**self.inputs.base, **self.inputs.at_target(REPLICA)}), f"1+0x{SPAN}")
 
     # -- the cases -------------------------------------------------------------------------
 
@@ -304,7 +304,7 @@ class _Burn:
     def young_cases(self) -> list[Case]:
         """A stack that began scraping with the case: every event a miss from the start, each
         tier silent until Prometheus has scraped for slo.min_history of its long window."""
-        if self.io.cfg.slo.min_history <= 0:
+        if self.inputs.cfg.slo.min_history <= 0:
             return []
         cases = []
         for tier, rule in self.tiers:
@@ -316,7 +316,7 @@ class _Burn:
             at = self.boundary(w, tier, rule, step=step)
             case = Case(
                 f"{self.name}: a Prometheus scraping since the case began judges the {tier.long}/{tier.short} "
-                f"tier only once it has scraped {percent_of(self.io)} of {tier.long}",
+                f"tier only once it has scraped {percent_of(self.inputs)} of {tier.long}",
                 every=f"{step}m",
                 interval=f"{step}m",
             )
@@ -331,7 +331,7 @@ class _Burn:
         failed request never got its token)."""
         case = Case(f"{self.name} burns when every request fails and no token comes out")
         at = 1 + minutes(self.tiers[0][1].for_)
-        if self.io.outcomes(case, SPAN, 0, PER_MIN) == "none":
+        if self.inputs.outcomes(case, SPAN, 0, PER_MIN) == "none":
             return []  # this source cannot tell a failure
         self.checks(case, Windows(Traffic.parts(PER_MIN, [(0, PER_MIN)], at + 2)), [at - 1, at])
         return [_cut(case)]
@@ -340,17 +340,20 @@ class _Burn:
         """Three of four replicas die for ten minutes; every request then waits past the threshold
         for 25 minutes more, the survivors draining the backlog: the model's page (the capacity page,
         then this one) stays open throughout."""
-        io, case = self.io, Case(f"{self.name}: a backlog after an outage keeps the model's page open")
+        inputs, case = (
+            self.inputs,
+            Case(f"{self.name}: a backlog after an outage keeps the model's page open"),
+        )
         down, back, drained, span = 60, 70, 95, 110
         for i, who in enumerate((REPLICA, "vllm-2:8000", "vllm-3:8000", "vllm-4:8000")):
-            io.serving(case, SPAN, who)
+            inputs.serving(case, SPAN, who)
             lost = i > 0
             up = f"1x{down - 1} 0x{back - down - 1} 1x{SPAN}" if lost else f"1+0x{SPAN}"
-            case.add(series_text("up", {**io.base, **io.at_target(who)}), up)
+            case.add(series_text("up", {**inputs.base, **inputs.at_target(who)}), up)
         per_min = 600
-        io.outcomes(case, SPAN, per_min, 0)
-        sig = io.res[self.slo.signal]
-        labels = io.labels(signal=sig)
+        inputs.outcomes(case, SPAN, per_min, 0)
+        sig = inputs.res[self.slo.signal]
+        labels = inputs.labels(signal=sig)
         within = [per_min if not down <= m < drained else 0 for m in range(span)]
         case.add(
             series_text(sig.bucket, {**labels, "le": bucket_text(self.target.threshold)}), _counter(within)
@@ -364,23 +367,23 @@ class _Burn:
         """A failed request is not in a token-weighted SLO: the inter-token events are the
         observed gaps alone, whatever fails."""
         case = Case(f"{self.name}: failed requests are no inter-token events")
-        if self.io.outcomes(case, SPAN, 600, 60) == "none":
+        if self.inputs.outcomes(case, SPAN, 600, 60) == "none":
             return []
         self.observed(case, 6000, 0)
         total = self.slo.total_rate
-        case.queries = [QueryCheck(10, total, [({**self.io.fleet_result(), "__name__": total}, 100)])]
+        case.queries = [QueryCheck(10, total, [({**self.inputs.fleet_result(), "__name__": total}, 100)])]
         return [_cut(case)]
 
     def pooling_case(self) -> Case:
         """A pooling model (embeddings) makes no tokens: no inter-token SLO at all, and one failed
         request of ten a second pages nobody."""
-        io = self.io.with_model("embed-e5")
+        inputs = self.inputs.with_model("embed-e5")
         case = Case(f"{self.name}: a pooling model's one failed request pages nobody")
-        io.outcomes(case, SPAN, 600, 0)
+        inputs.outcomes(case, SPAN, 600, 0)
         failed = "0x61 1+0x100"
-        if io.res.reports_engine_errors:
-            sig = io.res["request_success"]
-            case.add(series_text(sig.name, io.labels(signal=sig, finished_reason="error")), failed)
+        if inputs.res.reports_engine_errors:
+            sig = inputs.res["request_success"]
+            case.add(series_text(sig.name, inputs.labels(signal=sig, finished_reason="error")), failed)
         case.checks = [Check(m, self.name, []) for m in (62, 64, 66, 70)]
         miss = self.slo.miss("5m")
         case.queries = [QueryCheck(66, f'{miss}{{model_name="embed-e5"}}', [])]
@@ -389,34 +392,34 @@ class _Burn:
     def quiet_case(self) -> Case:
         """A quiet model (two requests a minute) that fails two of them pages nobody."""
         case = Case(f"{self.name}: a quiet model's two failed requests page nobody")
-        self.io.outcomes(case, SPAN, 2, 0)
-        if self.io.res.reports_engine_errors:
-            sig = self.io.res["request_success"]
+        self.inputs.outcomes(case, SPAN, 2, 0)
+        if self.inputs.res.reports_engine_errors:
+            sig = self.inputs.res["request_success"]
             case.add(
-                series_text(sig.name, self.io.labels(signal=sig, finished_reason="error")), "0x61 2+0x100"
+                series_text(sig.name, self.inputs.labels(signal=sig, finished_reason="error")), "0x61 2+0x100"
             )
         case.checks = [Check(m, self.name, []) for m in range(62, 76, 2)]
         return _cut(case)
 
     def canary_only_case(self) -> Case:
         """The canary's own requests (vLLM counts them; here slow ones) move no SLI."""
-        io, rule = self.io, self.tiers[0][1]
+        inputs, rule = self.inputs, self.tiers[0][1]
         case = Case(f"{self.name}: the canary's own requests, the only traffic, move no SLI")
         per_min = 4
-        io.serving(case, SPAN)
-        io.traffic(
-            case, per_min, SPAN, **({"length": per_min} if "request_success" in io.res.signals else {})
+        inputs.serving(case, SPAN)
+        inputs.traffic(
+            case, per_min, SPAN, **({"length": per_min} if "request_success" in inputs.res.signals else {})
         )
-        io.probe(case, SPAN, per_min=per_min, latency=2 * (self.target.threshold or 1))
+        inputs.probe(case, SPAN, per_min=per_min, latency=2 * (self.target.threshold or 1))
         if self.slo.name == "ttft":
-            sig = io.res["time_to_first_token"]
-            labels = io.labels(signal=sig)
+            sig = inputs.res["time_to_first_token"]
+            labels = inputs.labels(signal=sig)
             case.add(
                 series_text(sig.bucket, {**labels, "le": bucket_text(self.target.threshold)}), f"0+0x{SPAN}"
             )
             case.add(series_text(sig.count, labels), f"0+{per_min}x{SPAN}")
         total = self.slo.total_rate
-        case.queries = [QueryCheck(6, total, [({**io.fleet_result(), "__name__": total}, 0)])]
+        case.queries = [QueryCheck(6, total, [({**inputs.fleet_result(), "__name__": total}, 0)])]
         case.checks = [Check(6, rule.name, [])]
         return _cut(case)
 
@@ -424,14 +427,14 @@ class _Burn:
         """The canary's connections refused while every user request succeeds: a server that
         refuses connections records nothing, so they burn; unless the replica's log shows a
         planned stop and the start after it (the Service routes no user there)."""
-        io, fast = self.io, self.tiers[0][1]
+        inputs, fast = self.inputs, self.tiers[0][1]
         users, refused = 600, 60  # a minute; 60 / 660 = 9.1% missed, over 14.4 x 0.1%
         at = 1 + minutes(fast.for_)
         log = {
             "ready": (["ready"], "0", {"startup_complete": "1"}),
             "planned": (["stopping", "starting"], "0 60", {"startup_complete": "1", "shutdown": "2"}),
         }
-        if not io.cfg.prometheus.log_exporters:
+        if not inputs.cfg.prometheus.log_exporters:
             log = {"no log exporter": log["ready"]}
         cases = []
         for says, (states, since, events) in log.items():
@@ -442,12 +445,12 @@ class _Burn:
                 else f"{fast.name} burns on the canary's refused connections, the only trace of a server "
                 f"that refuses them (log: {says})"
             )
-            io.outcomes(case, SPAN, users, 0)
-            io.probe(case, SPAN, per_min=refused, failing="refused")
-            if io.cfg.prometheus.log_exporters:
-                io.server_state(case, SPAN, since, states)
-                io.event_times(case, SPAN, **events)
-            expected = [] if planned else [Expect(fast, io.fleet_result(), refused / (users + refused))]
+            inputs.outcomes(case, SPAN, users, 0)
+            inputs.probe(case, SPAN, per_min=refused, failing="refused")
+            if inputs.cfg.prometheus.log_exporters:
+                inputs.server_state(case, SPAN, since, states)
+                inputs.event_times(case, SPAN, **events)
+            expected = [] if planned else [Expect(fast, inputs.fleet_result(), refused / (users + refused))]
             case.checks = [Check(at, fast.name, expected)]
             cases.append(_cut(case))
         return cases
@@ -461,15 +464,15 @@ def _uneven(total: float, bad: float, later_total: float, later_bad: float, at: 
     )
 
 
-def percent_of(io: Inputs) -> str:
-    return f"{io.cfg.slo.min_history:.0%}"
+def percent_of(inputs: Inputs) -> str:
+    return f"{inputs.cfg.slo.min_history:.0%}"
 
 
-def _paging(io: Inputs, rule: Alert, minute: int, firing: bool) -> QueryCheck:
+def _paging(inputs: Inputs, rule: Alert, minute: int, firing: bool) -> QueryCheck:
     """Whether this tier (alone: the others move too) fires at `minute`."""
     state = {"alertname": rule.name, "alertstate": "firing", **rule.labels}
     selected = ", ".join(f'{k}="{v}"' for k, v in state.items())
-    labels = {**io.fleet_result(), **state, "severity": rule.severity, "__name__": "ALERTS"}
+    labels = {**inputs.fleet_result(), **state, "severity": rule.severity, "__name__": "ALERTS"}
     return QueryCheck(minute, f"ALERTS{{{selected}}}", [(labels, 1)] if firing else [])
 
 
