@@ -21,11 +21,14 @@ from .promql import equality_labels, seconds
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 
 
-def knob(default: Any, doc: str) -> Any:
-    """A config field: its default and the one-line documentation shown in the defaults file."""
+def knob(default: Any, doc: str, *, bucket_bound: bool = False, shapes_rules: bool = False) -> Any:
+    """A config field: its default and the one-line documentation shown in the defaults file.
+    bucket_bound: a latency threshold a histogram answers; shapes_rules: a value that changes which
+    rules exist or their form. Either keeps the knob out of the mixin's `_config` (regenerate)."""
+    metadata = {"doc": doc, "mixin": not (bucket_bound or shapes_rules)}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: _copy(default), metadata={"doc": doc})
-    return field(default=default, metadata={"doc": doc})
+        return field(default_factory=lambda: _copy(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 def _copy(value: Any) -> Any:
@@ -111,18 +114,21 @@ class AlertsSection:
         2.5,
         "one replica's p95 time to first token above this warns (the SLO burn alerts page); a "
         "bucket bound of the histogram, so the p95 is not an interpolation",
+        bucket_bound=True,
     )
     ttft_for: str = knob("3m", "how long the TTFT condition must hold")
     itl_p95_warning_seconds: float = knob(
         0.2,
         "one replica's p95 inter-token latency above this warns (the SLO burn alerts page); a "
         "bucket bound of the histogram",
+        bucket_bound=True,
     )
     itl_for: str = knob("5m", "how long the inter-token latency condition must hold")
     queue_time_p95_warning_seconds: float = knob(
         1.0,
         "one replica's p95 time waiting for a slot above this warns: the queue's share of time to "
         "first token; a bucket bound of the histogram",
+        bucket_bound=True,
     )
     queue_time_for: str = knob("3m", "how long the queue-time condition must hold")
     min_requests: float = knob(
@@ -140,6 +146,7 @@ class AlertsSection:
         0.5,
         "with alerts.max_num_seqs set, requests waiting above this many per slot (--max-num-seqs) warn: "
         "at 0.5 a new request waits about half a request's duration before its prefill starts",
+        shapes_rules=True,  # written only as its product with max_num_seqs
     )
     queue_for: str = knob(
         "2m",
@@ -156,6 +163,7 @@ class AlertsSection:
         "the servers' --max-num-seqs (times the data-parallel engines), so VllmSchedulerThrottled and "
         "VllmGpuIdleWhileBusy can tell 'every slot taken'; 0: the peak of running requests over the last "
         "hour stands for it",
+        shapes_rules=True,
     )
     kv_usage_threshold: float = knob(0.90, "KV-cache usage (0-1) above this warns")
     kv_usage_for: str = knob("1m", "how long KV-cache usage must stay above the threshold")

@@ -67,18 +67,6 @@ def _doc(section: type, key: str) -> str:
 GPU_KNOBS = ("memory_full_threshold", "memory_full_for", "idle_utilization_below", "idle_for", "xid_window")
 
 
-# Not mixin knobs: bucket bounds of a histogram, which the generator refuses any other value of
-# (see check_bucket_bound), max_num_seqs, whose 0 changes the rules' shape (the hour's peak), and
-# queue_waiting_per_slot, which only counts through max_num_seqs (as their product).
-NOT_KNOBS = (
-    "ttft_p95_warning_seconds",
-    "itl_p95_warning_seconds",
-    "queue_time_p95_warning_seconds",
-    "max_num_seqs",
-    "queue_waiting_per_slot",
-)
-
-
 def _kind(f: dataclasses.Field) -> str:
     """A config field's knob kind: a float is a number, anything else here a duration."""
     return "number" if f.type in (float, "float") else "duration"
@@ -89,8 +77,8 @@ def value_knobs() -> list[Knob]:
     objectives, the GPU limits."""
     out = []
     for f in dataclasses.fields(AlertsSection):
-        if f.name in NOT_KNOBS:
-            continue
+        if not f.metadata["mixin"]:
+            continue  # a bucket bound or a value that shapes the rules (config.knob)
         kind = _kind(f)
         out.append(Knob(camel(f.name), "alerts", f.name, kind, f.metadata["doc"]))
     for key in ("ttft_objective", "itl_objective", "availability_objective"):
