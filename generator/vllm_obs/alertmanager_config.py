@@ -58,10 +58,13 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
     """`inhibitions`: what the bundle's alerts declare (rules.assembly)."""
     am = v.cfg.alertmanager
     receivers: dict[str, dict[str, Any]] = {}
+    sc = v.targets
+    pages = _page_group_by(am.page_group_by, sc)
+    summary = page_summary([label for label in pages if label != "model_name"])
 
     def add(role: str, receiver: Receiver) -> str:
         name = receiver_name(role, receiver)
-        receivers.setdefault(name, _receiver(name, receiver, am))
+        receivers.setdefault(name, _receiver(name, receiver, am, summary))
         return name
 
     critical = add("critical", am.critical)
@@ -80,8 +83,6 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
             "repeat_interval": am.watchdog_repeat_interval,
         }
     ]
-    sc = v.targets
-    pages = _page_group_by(am.page_group_by, sc)
     for i, team in enumerate(am.teams):
         if not team.matchers:
             raise BundleError(
@@ -165,13 +166,29 @@ def _smtp(am: AlertmanagerSection) -> dict[str, str]:
     return out
 
 
-def _receiver(name: str, r: Receiver, am: AlertmanagerSection) -> dict[str, Any]:
+def page_summary(labels: list[str]) -> str:
+    """A PagerDuty incident's title: the alert, its model and the page group's other labels the
+    alerts carry, how many alerts the group holds, and the first one's summary."""
+    where = "".join(
+        f'{{{{ with index .CommonLabels "{label}" }}}}, {label} {{{{ . }}}}{{{{ end }}}}' for label in labels
+    )
+    return (
+        "{{ if .CommonLabels.alertname }}{{ .CommonLabels.alertname }}"
+        "{{ else }}{{ (index .Alerts 0).Labels.alertname }} and others{{ end }}"
+        "{{ with .CommonLabels.model_name }}: model {{ . }}{{ end }}"
+        f"{where} ({{{{ .Alerts.Firing | len }}}} firing of {{{{ .Alerts | len }}}})"
+        ": {{ (index .Alerts 0).Annotations.summary }}"
+    )
+
+
+def _receiver(name: str, r: Receiver, am: AlertmanagerSection, summary: str) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name}
     if r.type == "pagerduty":
         out["pagerduty_configs"] = [
             {
                 "routing_key_file": r.secret_file,
                 "send_resolved": r.send_resolved,
+                "description": summary,
                 "severity": '{{ if eq .CommonLabels.severity "critical" }}critical{{ else }}warning{{ end }}',
                 # A page groups one alert of one model across its replicas: the runbook and the
                 # dashboard are the group's, every replica's description is listed.

@@ -168,6 +168,8 @@ def _receiver(receiver: dict[str, Any], global_: dict[str, Any]) -> dict[str, An
 def _pagerduty(c: dict[str, Any], _global: dict[str, Any]) -> dict[str, Any]:
     out = {"routingKey": _secret(c.pop("routing_key_file")), "sendResolved": c.pop("send_resolved")}
     out["severity"] = c.pop("severity")
+    if "description" in c:
+        out["description"] = c.pop("description")
     out["details"] = [{"key": k, "value": v} for k, v in c.pop("details", {}).items()]
     return _done(out, c, "pagerduty_configs")
 

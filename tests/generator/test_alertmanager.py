@@ -352,7 +352,9 @@ def test_twenty_replicas_failing_together_make_one_page(tmp_path):
 
 
 @contextmanager
-def pagerduty_pager(tmp_path: Path, **knobs: str) -> Iterator[tuple[Alertmanager, LoopbackServer]]:
+def pagerduty_pager(
+    tmp_path: Path, prometheus: dict | None = None, **knobs: str
+) -> Iterator[tuple[Alertmanager, LoopbackServer]]:
     """The bundle's Alertmanager paging through PagerDuty's events API, served on loopback."""
     key = tmp_path / "routing-key"
     key.write_text("0123456789abcdef0123456789abcdef\n")
@@ -363,7 +365,8 @@ def pagerduty_pager(tmp_path: Path, **knobs: str) -> Iterator[tuple[Alertmanager
                 "warning": {"type": "webhook", "url": f"{events.url}/chat"},
                 "watchdog": {"type": "webhook", "url": f"{events.url}/watchdog"},
                 **knobs,
-            }
+            },
+            "prometheus": prometheus or {},
         }
         bundle = generate(tmp_path / "bundle", config=config)
         path = bundle / "alerts" / "alertmanager.yml"
@@ -398,6 +401,7 @@ def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
                     f"cap-{i}", "VllmModelCapacityLow", "critical", instance=r, model_name="m", cause="dead"
                 ),
                 "annotations": {
+                    "summary": "Model m is below its capacity floor",
                     "description": f"Model m has 0 ready replicas; {r} is dead.",
                     "runbook_url": "https://runbooks.example/vllm#vllmmodelcapacitylow",
                 },
@@ -407,6 +411,9 @@ def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
         am.post_alerts(posted)
         pages = wait_for_events(events, 1)
     assert len(pages) == 1, pages
+    assert pages[0]["payload"]["summary"] == (
+        "VllmModelCapacityLow: model m (3 firing of 3): Model m is below its capacity floor"
+    )
     details = pages[0]["payload"]["custom_details"]
     assert details["firing"] == "3"
     assert sorted(details["descriptions"].strip().splitlines()) == [
@@ -414,6 +421,29 @@ def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
     ]
     assert details["runbook"] == "https://runbooks.example/vllm#vllmmodelcapacitylow"
     assert pages[0]["routing_key"] == "0123456789abcdef0123456789abcdef"
+
+
+def test_a_page_s_title_names_its_alerts_model_cluster_and_namespace(tmp_path):
+    prometheus = {"multi_cluster": True, "cluster_label": "k8s_cluster", "pod_labels": True}
+    with pagerduty_pager(tmp_path, prometheus, group_wait="1s") as (am, events):
+        where = {"model_name": "m", "k8s_cluster": "east", "namespace": "team-a"}
+        am.post_alerts(
+            [
+                {
+                    **alert(f"a-{name}", name, "critical", instance="vllm-0:8000", **where),
+                    "annotations": {"summary": f"{name} summary"},
+                }
+                for name in ("VllmAvailabilityBudgetBurn", "VllmModelCapacityLow")
+            ]
+        )
+        (page,) = wait_for_events(events, 1)
+    title = page["payload"]["summary"]
+    first = title.split(" and others")[0]
+    assert first in ("VllmAvailabilityBudgetBurn", "VllmModelCapacityLow"), title
+    assert (
+        title
+        == f"{first} and others: model m, namespace team-a, k8s_cluster east (2 firing of 2): {first} summary"
+    )
 
 
 def test_the_burn_a_capacity_page_leaves_behind_is_the_same_pagerduty_incident(tmp_path):
