@@ -32,6 +32,12 @@ def test_an_engine_death_that_exits_0_is_dead_in_the_log_failing_the_canary_and_
             "the log exporter's ready state in Prometheus",
             60,
         )
+        # The page counts ready replicas of a model Prometheus has seen served: wait for its scrape.
+        wait_until(
+            lambda: stack.value("sum(job_model:vllm_replicas_ready:count)") == 1,
+            "the replica counted ready in Prometheus",
+            60,
+        )
         killed = time.time()
         slot.server.kill_engine_core()
 
