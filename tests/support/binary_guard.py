@@ -18,7 +18,8 @@ MARKER_OF_BINARY = {
 }
 VLLM_SERVER_MODULE = "vllm.entrypoints"
 
-_current: dict[str, frozenset[str] | None] = {"markers": None, "test": None}
+# The running test's node id and markers; None between tests.
+_current: dict[str, str | frozenset[str] | None] = {"markers": None, "test": None}
 
 
 class UnmarkedBinaryRun(RuntimeError):
