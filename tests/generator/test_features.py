@@ -12,6 +12,7 @@ from tests.generator.test_bad_input import run_failing
 from tests.generator.test_rules import check_and_test
 from tests.support.bundles import ANOTHER_RELEASE, BURN_TEST_FILES, generate
 from tests.support.rule_slices import promtool_each_file_on_its_slice
+from tests.support.tiers import tiered
 
 pytestmark = pytest.mark.prometheus
 
@@ -61,7 +62,7 @@ FEATURE_BUNDLES = [
 
 @pytest.mark.parametrize(
     "args",
-    [pytest.param(a, marks=pytest.mark.matrix) for a in FEATURE_BUNDLES],
+    tiered(FEATURE_BUNDLES, ()),
     ids=lambda a: " ".join(a),
 )
 def test_feature_bundles_pass_their_promtool_tests(args, tmp_path):

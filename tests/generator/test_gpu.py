@@ -26,6 +26,7 @@ from tests.support.bundles import ANOTHER_RELEASE, aggregation_clauses, generate
 from tests.support.exposed import exporter_series
 from tests.support.monitoring import Prometheus
 from tests.support.stand_in import stand_in
+from tests.support.tiers import tiered
 
 pytestmark = pytest.mark.slow
 
@@ -283,9 +284,7 @@ IN_MAKE_TEST = ("pod-multi-cluster", "custom")
 
 
 @pytest.mark.prometheus
-@pytest.mark.parametrize(
-    "name", [n if n in IN_MAKE_TEST else pytest.param(n, marks=pytest.mark.matrix) for n in BUNDLES]
-)
+@pytest.mark.parametrize("name", tiered(BUNDLES, IN_MAKE_TEST))
 def test_gpu_bundles_pass_promtool_and_their_generated_tests(bundles, name):
     bundle = bundles[name]
     if name in ("instance", "instance-multi-cluster", "pod", "pod-multi-cluster", "max-num-seqs"):

@@ -15,6 +15,7 @@ from tests.generator.test_bad_input import run_failing
 from tests.generator.test_rules import check_and_test
 from tests.support.bundles import ANOTHER_RELEASE, generate, rule_exprs
 from tests.support.rule_slices import promtool_each_file_on_its_slice
+from tests.support.tiers import tiered
 
 pytestmark = pytest.mark.prometheus
 
@@ -47,9 +48,10 @@ def plain(tmp_path_factory) -> Path:
 
 
 # `make test` runs Ray Serve's generated tests (its names differ most); the full matrix every one's.
-@pytest.mark.parametrize(
-    "key", [k if k == "ray" else pytest.param(k, marks=pytest.mark.matrix) for k in sorted(PLATFORMS)]
-)
+IN_MAKE_TEST = ("ray",)
+
+
+@pytest.mark.parametrize("key", tiered(sorted(PLATFORMS), IN_MAKE_TEST))
 def test_a_platform_bundle_is_complete_and_passes_its_promtool_tests(key, plain, tmp_path):
     title, fixture = PLATFORMS[key]
     bundle = generate(tmp_path / "bundle", "--metrics-file", str(fixture))

@@ -26,9 +26,9 @@ from tests.support.bundles import (
 )
 from tests.support.monitoring import binary
 from tests.support.rule_slices import RuleFiles, promtool_each_file_on_its_slice
+from tests.support.tiers import tiered
 
 pytestmark = pytest.mark.prometheus
-MATRIX = pytest.mark.matrix
 
 REPO = Path(__file__).parent.parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "metrics"
@@ -51,6 +51,7 @@ ERAS = [
     ("0.11.0", "v1"),  # gpu_* hidden, both ITL names
     ("0.13.0", "v1"),  # finished_reason="error"
 ]
+ERAS_IN_MAKE_TEST = ERAS[:1]  # the oldest
 
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -130,9 +131,7 @@ CANARY_OFF = {"prometheus": {"probes": []}}
 
 
 # `make test` runs the oldest era's generated tests; the full matrix runs every era's.
-@pytest.mark.parametrize(
-    "release, engine", [era if era == ERAS[0] else pytest.param(*era, marks=MATRIX) for era in ERAS], ids=str
-)
+@pytest.mark.parametrize("release, engine", tiered(ERAS, ERAS_IN_MAKE_TEST, unpack=True), ids=str)
 def test_every_engine_family_and_naming_era(release, engine, tmp_path):
     # The era that counts no failure runs with the canary off: its bundle's own tests pass
     # without an availability alert (the test below), one bundle for the two.
@@ -157,16 +156,15 @@ def test_a_source_that_counts_no_failure_has_no_availability_page_without_a_cana
 
 
 EXPOSITIONS = [
-    "reference/vllm-0.34.0-v1.prom",  # the newest release, in `make test`
+    "reference/vllm-0.34.0-v1.prom",
     "vllm-0.32.0-cpu-traffic.prom",
     "reference/vllm-0.9.0-v0.prom",
     "reference/vllm-0.20.0-v1.prom",
 ]
+EXPOSITIONS_IN_MAKE_TEST = EXPOSITIONS[:1]  # the newest release
 
 
-@pytest.mark.parametrize(
-    "fixture", [EXPOSITIONS[0], *(pytest.param(f, marks=MATRIX) for f in EXPOSITIONS[1:])]
-)
+@pytest.mark.parametrize("fixture", tiered(EXPOSITIONS, EXPOSITIONS_IN_MAKE_TEST))
 def test_bundles_from_expositions(fixture, tmp_path):
     check_and_test(
         generate(tmp_path / "bundle", "--metrics-file", str(FIXTURES / fixture)), **ANOTHER_RELEASE

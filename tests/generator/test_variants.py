@@ -10,18 +10,22 @@ from tests.generator.test_features import METRICS as CAPTURES
 from tests.generator.test_gpu import BUNDLES as GPU_BUNDLES
 from tests.generator.test_gpu import IN_MAKE_TEST as GPU_IN_MAKE_TEST
 from tests.generator.test_multi_cluster import MULTI
+from tests.generator.test_platforms import IN_MAKE_TEST as PLATFORMS_IN_MAKE_TEST
 from tests.generator.test_platforms import PLATFORMS
 from tests.generator.test_pod_labels import PODS
 from tests.generator.test_rules import (
     CANARY_OFF,
     CUSTOM,
     ERAS,
+    ERAS_IN_MAKE_TEST,
     EXPOSITIONS,
+    EXPOSITIONS_IN_MAKE_TEST,
     FIXTURES,
     NO_FAILURE_COUNT,
     promtool,
 )
 from tests.support.bundles import generate
+from tests.support.tiers import matrix_only
 
 pytestmark = pytest.mark.prometheus
 
@@ -32,17 +36,20 @@ VARIANTS: dict[str, tuple[tuple[str, ...], dict | None]] = {
             ("--vllm-version", release, "--engine", engine),
             CANARY_OFF if (release, engine) == NO_FAILURE_COUNT else None,
         )
-        for release, engine in ERAS[1:]
+        for release, engine in matrix_only(ERAS, ERAS_IN_MAKE_TEST)
     },
-    **{f"exposition-{name}": (("--metrics-file", str(FIXTURES / name)), None) for name in EXPOSITIONS[1:]},
+    **{
+        f"exposition-{name}": (("--metrics-file", str(FIXTURES / name)), None)
+        for name in matrix_only(EXPOSITIONS, EXPOSITIONS_IN_MAKE_TEST)
+    },
     **{f"features-{' '.join(args)}": (args, None) for args in FEATURE_BUNDLES},
     **{
         f"platform-{key}": (("--metrics-file", str(fixture)), None)
         for key, (_, fixture) in PLATFORMS.items()
-        if key != "ray"
+        if key in matrix_only(PLATFORMS, PLATFORMS_IN_MAKE_TEST)
     },
     "data-parallel": (("--metrics-file", str(CAPTURES / "vllm-0.32.0-cpu-data-parallel.prom")), None),
-    **{f"gpu-{name}": ((), config) for name, config in GPU_BUNDLES.items() if name not in GPU_IN_MAKE_TEST},
+    **{f"gpu-{name}": ((), GPU_BUNDLES[name]) for name in matrix_only(GPU_BUNDLES, GPU_IN_MAKE_TEST)},
     "pod-labels": ((), PODS),
     "multi-cluster": ((), MULTI),
     "custom-thresholds": ((), CUSTOM),
