@@ -16,6 +16,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export VLLM_OBS_CACHE
 # `make check`'s selection: no real server or tool, no slow generation matrix.
 CHECK_MARKERS := not prometheus and not vllm and not drill and not matrix and not slow
+# `make test`'s first half; `make test-all` widens it to the matrix.
+TEST_MARKERS ?= not drill and not matrix
 
 .PHONY: generate secrets check test test-all drill mutation venv system-deps vllm-venv locust-venv calibrate bench-alerts check-bundle clean
 
@@ -40,18 +42,17 @@ check: venv
 ## Both halves always run; the target fails if either does. DEVELOPERS.md lists what each tier holds.
 test: venv system-deps vllm-venv
 	@status=0; \
-	$(BIN)/python -m pytest -m "not drill and not matrix" -n 3 --dist worksteal --durations=15 || status=1; \
+	$(BIN)/python -m pytest -m "$(TEST_MARKERS)" -n 3 --dist worksteal --durations=15 || status=1; \
 	$(BIN)/python -m pytest -m drill || status=1; \
 	exit $$status
 
 ## The full matrix: `make test` plus every variant bundle's generated promtool tests (8 release
 ## eras, 4 expositions, features, platforms, GPU, pod labels, clusters, a user's thresholds, the
 ## fast clock) and the mutation sample, then the mutation report (docs/mutation.md).
-test-all: venv system-deps vllm-venv
+test-all:
 	@status=0; \
-	$(BIN)/python -m pytest -m "not drill" -n 3 --dist worksteal --durations=15 || status=1; \
-	$(BIN)/python -m pytest -m drill || status=1; \
-	$(BIN)/python -m benchmarks.mutation || status=1; \
+	$(MAKE) test TEST_MARKERS="not drill" || status=1; \
+	$(MAKE) mutation || status=1; \
 	exit $$status
 
 ## The live drills alone (part of `make test` too): real vLLM servers broken on purpose under the
