@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 from .machine import CpuMeter, loadavg
-from .panels import PanelQuery, recorded_names_in
+from .panels import PanelQuery, metric_names, recorded_names_in
 from .prometheus import Prometheus
 
 # Rule evaluation ----------------------------------------------------------------------
@@ -221,23 +221,32 @@ def time_panels(
                 if left > 0:
                     meter.wait_quiet(quiet_cores, min(max_wait_s, left))
                 meter.reading()
-                recorded = prom.timed_range(q.expr, start, end, step_s)
+                recorded = _timed(prom, q.expr, q.instant, start, end, step_s)
                 unrecorded = recorded
                 if raw and q.uses_recording_rules:
-                    unrecorded = prom.timed_range(q.raw, start, end, step_s)
+                    unrecorded = _timed(prom, q.raw, q.instant, start, end, step_s)
                 runs.append((recorded, unrecorded, meter.others()))
         except (RuntimeError, OSError) as exc:
             log(f"  {q.dashboard} / {q.panel}: FAILED {exc}")
             rows.append(
-                {"dashboard": q.dashboard, "panel": q.panel, "ref": q.ref, "expr": q.expr, "error": str(exc)}
+                {
+                    "source": q.source,
+                    "dashboard": q.dashboard,
+                    "panel": q.panel,
+                    "ref": q.ref,
+                    "expr": q.expr,
+                    "error": str(exc),
+                }
             )
             continue
         quiet = [r for r in runs if r[2] < quiet_cores]
         kept = quiet or runs
         row = {
+            "source": q.source,
             "dashboard": q.dashboard,
             "panel": q.panel,
             "ref": q.ref,
+            "instant": q.instant,
             "expr": q.expr,
             "raw": q.raw,
             "uses_recording_rules": q.uses_recording_rules,
@@ -253,11 +262,98 @@ def time_panels(
             "bytes": runs[0][0].bytes,
         }
         rows.append(row)
-        log(
-            f"  {q.dashboard} / {q.panel}: recorded {row['recorded_s']:.3f}s, raw {row['raw_s']:.3f}s"
-            f" ({len(quiet)}/{len(runs)} quiet)"
-        )
+        if q.source == "bundle":
+            timing = f"recorded {row['recorded_s']:.3f}s, raw {row['raw_s']:.3f}s"
+        else:
+            timing = f"{row['recorded_s']:.3f}s"
+        kind = " (instant)" if q.instant else ""
+        log(f"  {q.source}: {q.dashboard} / {q.panel}{kind}: {timing} ({len(quiet)}/{len(runs)} quiet)")
     return rows
+
+
+def _timed(prom: Prometheus, expr: str, instant: bool, start: float, end: float, step_s: float):
+    # A table's instant query is asked once, at the end of the range, as Grafana does.
+    return prom.timed_instant(expr, end) if instant else prom.timed_range(expr, start, end, step_s)
+
+
+def interleave(first: list, second: list) -> list:
+    """One of each in turn, the rest of the longer list spread between: both lists meet the same
+    moments of a machine whose load drifts."""
+    if len(first) < len(second):
+        first, second = second, first
+    if not second:
+        return list(first)
+    out, every = [], len(first) / len(second)
+    taken = 0
+    for i, item in enumerate(first):
+        out.append(item)
+        while taken < len(second) and (taken + 1) * every <= i + 1:
+            out.append(second[taken])
+            taken += 1
+    return out + second[taken:]
+
+
+def unexposed(queries: list[PanelQuery], names: set[str]) -> list[dict]:
+    """The queries that read a metric the server does not hold (`names`: every metric name it
+    has), each with the names missing: timing them would time empty answers."""
+    out = []
+    for q in queries:
+        missing = sorted(metric_names(q.expr) - names)
+        if missing:
+            out.append(
+                {
+                    "source": q.source,
+                    "dashboard": q.dashboard,
+                    "panel": q.panel,
+                    "ref": q.ref,
+                    "expr": q.expr,
+                    "missing": missing,
+                }
+            )
+    return out
+
+
+def comparison(panels: list[dict], skipped: list[dict]) -> dict:
+    """Per dashboard and per side ("bundle", "vllm"): the query cost (wall time of each panel query
+    as written) over the queries whose metrics all exist, its mean and median, the full refresh
+    (their sum), the queries left out; and the verdict: the bundle's mean no higher than vLLM's."""
+    left_out = {(s["source"], s["dashboard"], s["panel"], s["ref"], s["expr"]) for s in skipped}
+    sides: dict[str, dict] = {}
+    for source in ("bundle", "vllm"):
+        rows = [p for p in panels if p.get("source", "bundle") == source and "error" not in p]
+        kept = [p for p in rows if (source, p["dashboard"], p["panel"], p["ref"], p["expr"]) not in left_out]
+        dashboards = {}
+        for name in dict.fromkeys(p["dashboard"] for p in rows):
+            costs = [p["recorded_s"] for p in kept if p["dashboard"] == name]
+            dashboards[name] = {
+                **_costs(costs),
+                "skipped": sum(1 for s in skipped if s["source"] == source and s["dashboard"] == name),
+                "errors": sum(1 for p in panels if p.get("source", "bundle") == source and p["dashboard"] == name and "error" in p),
+            }
+        skipped_here = [s for s in skipped if s["source"] == source]
+        sides[source] = {
+            "dashboards": dashboards,
+            "all": {**_costs([p["recorded_s"] for p in kept]), "skipped": len(skipped_here)},
+            "missing_metrics": sorted({n for s in skipped_here for n in s["missing"]}),
+        }
+    ours, theirs = sides["bundle"]["all"]["mean_s"], sides["vllm"]["all"]["mean_s"]
+    return {
+        **sides,
+        "verdict": {
+            "bundle_mean_s": ours,
+            "vllm_mean_s": theirs,
+            "met": (not math.isnan(ours)) and (not math.isnan(theirs)) and ours <= theirs,
+        },
+    }
+
+
+def _costs(values: list[float]) -> dict:
+    return {
+        "queries": len(values),
+        "mean_s": statistics.mean(values) if values else math.nan,
+        "median_s": statistics.median(values) if values else math.nan,
+        "refresh_s": sum(values),
+    }
 
 
 def _exec(stats_: dict) -> float:
@@ -267,6 +363,8 @@ def _exec(stats_: dict) -> float:
 def dashboard_totals(rows: list[dict]) -> dict:
     out = {}
     for row in rows:
+        if row.get("source", "bundle") != "bundle":
+            continue
         d = out.setdefault(
             row["dashboard"],
             {

@@ -1,12 +1,14 @@
-"""Every panel query of the bundle's dashboards as Grafana would send it (variables as a dashboard
-opens, `$__rate_interval` = 4 x the scrape interval, `$__range` = the range), and the same query from
-the raw series: each recording rule replaced by its definition, the panel's matchers pushed down.
+"""Every panel query of the bundle's dashboards (or of vLLM's own) as Grafana would send it (variables
+as a dashboard opens, `$__rate_interval` = 4 x the scrape interval, `$__range` = the range), and the
+same query from the raw series: each recording rule replaced by its definition, the panel's matchers
+pushed down.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,8 @@ class PanelQuery:
     # It reads a range of a recorded series, inlined as a subquery: its steps fall between the
     # rules' evaluations, so the two answers agree on their series but only nearly on values.
     windowed: bool = False
+    instant: bool = False  # a table's instant query (/api/v1/query), not a query_range
+    source: str = "bundle"  # whose dashboards: "bundle" or "vllm"
 
     @property
     def uses_recording_rules(self) -> bool:
@@ -94,29 +98,98 @@ def substitute(expr: str, variables: dict[str, str]) -> str:
     return expr
 
 
-def all_values(dashboard: dict, first: dict[str, str] | None = None) -> dict[str, str]:
-    """Each query variable as the dashboard opens: at All, its allValue (Grafana sends `.*`
-    when none is set); without an All option, on its first value (`first`, by variable)."""
-    out = {}
+# A label's values for a variable: (series selector, label name) -> the values Prometheus holds.
+LabelValues = Callable[[str, str], list[str]]
+_LABEL_VALUES = re.compile(r"^\s*label_values\(\s*(?:(.*\S)\s*,\s*)?([a-zA-Z_]\w*)\s*\)\s*$", re.S)
+_REGEX_SPECIAL = re.compile(r"[$^*{}\[\]'+?.()|]")
+
+
+def grafana_regex_escape(value: str) -> str:
+    """A value as Grafana writes it into a Prometheus regex matcher: metacharacters escaped, with
+    the backslash doubled for the PromQL string."""
+    return _REGEX_SPECIAL.sub(lambda m: "\\\\" + m.group(0), value.replace("\\", "\\\\\\\\"))
+
+
+def all_value(values: list[str]) -> str:
+    """Grafana's All without a custom all value: every value of the variable, one alternation."""
+    escaped = [grafana_regex_escape(v) for v in values]
+    return escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
+
+
+def all_values(
+    dashboard: dict, first: dict[str, str] | None = None, label_values: LabelValues | None = None
+) -> dict[str, str]:
+    """Each variable as the dashboard opens: a query variable at All, its allValue, or without one
+    every value `label_values` finds for the variable's query (`.*` when not given); without an All
+    option, on its first value (`first`, by variable); a custom variable on its current value."""
+    out: dict[str, str] = {}
     for var in dashboard.get("templating", {}).get("list", []):
+        name = "$" + var["name"]
+        if var.get("type") == "custom":
+            current = var.get("current", {}).get("value")
+            if not isinstance(current, str):
+                raise ValueError(f"{dashboard.get('title')}: ${var['name']} has no single current value")
+            out[name] = current
+            continue
         if var.get("type") != "query":
             continue
-        name = "$" + var["name"]
-        if var.get("includeAll", True):
-            out[name] = var.get("allValue") or ".*"
-        elif first and name in first:
-            out[name] = first[name]
-        else:
+        if not var.get("includeAll", True):
+            if first and name in first:
+                out[name] = first[name]
+                continue
             raise ValueError(
                 f"{dashboard.get('title')}: ${var['name']} has no All; give the value it opens on"
             )
+        if var.get("allValue") or label_values is None:
+            out[name] = var.get("allValue") or ".*"
+            continue
+        query = var.get("query")
+        query = query.get("query", "") if isinstance(query, dict) else query or ""
+        found = _LABEL_VALUES.match(substitute(query, out))
+        if not found:
+            raise ValueError(f"{dashboard.get('title')}: ${var['name']} is not a label_values() query: {query}")
+        values = sorted(label_values(found.group(1) or "", found.group(2)))
+        if not values:
+            raise ValueError(f"{dashboard.get('title')}: ${var['name']} finds no values for {query}")
+        out[name] = all_value(values)
     return out
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"' + r"|'(?:[^'\\]|\\.)*'")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring"}
+_KEYWORDS |= {"group_left", "group_right", "inf", "nan", "atan2"}
+_NAME = re.compile(r"(?<![\w:.])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w:]|\s*\()")
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names `expr` selects: every identifier outside strings, matchers, grouping
+    label lists and ranges that is no function or keyword."""
+    bare = _STRING.sub('""', expr)
+    bare = re.sub(r"\{[^}]*\}", "{}", bare)
+    bare = _GROUPING.sub("", bare)
+    bare = re.sub(r"\[[^\]]*\]", "", bare)
+    return {n for n in _NAME.findall(bare) if n.lower() not in _KEYWORDS}
 
 
 def _panels(panels: list[dict]):
     for panel in panels:
         yield panel
         yield from _panels(panel.get("panels", []))
+
+
+def load_dashboards(dashboards_dir: Path) -> list[tuple[Path, dict]]:
+    """The Grafana dashboards (*.json) of a directory; a file that is no dashboard is refused."""
+    out = []
+    for path in sorted(dashboards_dir.glob("*.json")):
+        try:
+            dashboard = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path} is not readable JSON ({exc})") from None
+        if not isinstance(dashboard, dict) or not isinstance(dashboard.get("panels"), list):
+            raise ValueError(f"{path} is not a Grafana dashboard (no panels list)")
+        out.append((path, dashboard))
+    return out
 
 
 def panel_queries(
@@ -128,15 +201,17 @@ def panel_queries(
     every: str = "15s",
     history: str | None = None,
     first: dict[str, str] | None = None,
+    label_values: LabelValues | None = None,
+    source: str = "bundle",
 ) -> list[PanelQuery]:
     """Every panel's queries; `every` is the rules' evaluation interval, `history` how far back
     the server holds samples (see `inline`), `first` the values a variable without All opens on
-    (Grafana's first value, e.g. {"$instance": the lowest instance name})."""
+    (Grafana's first value, e.g. {"$instance": the lowest instance name}), `label_values` what an
+    All without a custom value expands to (see `all_values`)."""
     out = []
-    for path in sorted(dashboards_dir.glob("*.json")):
-        dashboard = json.loads(path.read_text())
+    for path, dashboard in load_dashboards(dashboards_dir):
         variables = {
-            **all_values(dashboard, first),
+            **all_values(dashboard, first, label_values),
             "$__rate_interval": rate_interval,
             "$__range": range_,
             "$__interval": step,
@@ -156,6 +231,8 @@ def panel_queries(
                         expr=expr,
                         raw=inline(expr, rules, every, history),
                         windowed=windowed(expr, rules),
+                        instant=bool(target.get("instant")) and not target.get("range", False),
+                        source=source,
                     )
                 )
     return out

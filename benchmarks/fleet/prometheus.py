@@ -172,6 +172,29 @@ class Prometheus:
             raise RuntimeError(f"query_range failed ({status}): {expr}\n{body[:800]!r}")
         return QueryTiming(wall, len(body), len(data["data"]["result"]), data["data"].get("stats", {}))
 
+    def timed_instant(self, expr: str, at: float) -> QueryTiming:
+        """One instant query (a table's), timed like `timed_range`."""
+        params = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}", "stats": "all"})
+        began = time.perf_counter()
+        status, body = self._get(f"/api/v1/query?{params}", timeout=900)
+        wall = time.perf_counter() - began
+        data = json.loads(body)
+        if status != 200 or data.get("status") != "success":
+            raise RuntimeError(f"query failed ({status}): {expr}\n{body[:800]!r}")
+        return QueryTiming(wall, len(body), len(data["data"]["result"]), data["data"].get("stats", {}))
+
+    def label_values(self, label: str, match: str = "", start: float | None = None, end: float | None = None) -> list[str]:
+        """A label's values, of the series `match` selects (all series when empty) in [start, end]."""
+        params: list[tuple[str, str]] = [("match[]", match)] if match else []
+        if start is not None and end is not None:
+            params += [("start", f"{start:.3f}"), ("end", f"{end:.3f}")]
+        query = "?" + urllib.parse.urlencode(params) if params else ""
+        status, body = self._get(f"/api/v1/label/{urllib.parse.quote(label)}/values{query}", timeout=120)
+        data = json.loads(body)
+        if status != 200 or data.get("status") != "success":
+            raise RuntimeError(f"label values of {label} failed ({status}): {match}\n{body[:800]!r}")
+        return data["data"]
+
     def rules(self) -> list[dict]:
         return self._api("/api/v1/rules")["groups"]
 

@@ -147,6 +147,53 @@ def panel_table(results: dict, top: int = 15) -> str:
     return "\n".join(rows) + "\n"
 
 
+def comparison_section(results: dict) -> str:
+    """The bundle's dashboards against vLLM's own, timed on the same Prometheus, interleaved."""
+    comparison, vllm = results.get("comparison"), results.get("vllm")
+    if not comparison or not vllm:
+        return ""
+    which = "every value in one regex, as Grafana sends an All without a custom value" if vllm["all"] == "values" else "`.*`"
+    lines = [
+        f"Their dashboards from `{vllm['dir']}`, {vllm['queries']} panel queries; their variables at All: {which}. "
+        "Cost = wall time of each panel query as written (query_range over the range, a table's instant query once), "
+        f"median of {results.get('repeats', '?')} repeat(s); only queries whose metrics all exist on this fleet.\n",
+        "| dashboards | dashboard | queries timed | left out (metric not exposed) | mean | median | full refresh |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for source, label in (("bundle", "bundle"), ("vllm", "vLLM's")):
+        side = comparison[source]
+        for name, d in side["dashboards"].items():
+            lines.append(
+                f"| {label} | {name} | {d['queries']} | {d['skipped']} | {_ms(d['mean_s'])} | {_ms(d['median_s'])} | {_ms(d['refresh_s'])} |"
+            )
+        a = side["all"]
+        lines.append(
+            f"| **{label}** | **all {len(side['dashboards'])}** | {a['queries']} | {a['skipped']} | **{_ms(a['mean_s'])}** "
+            f"| {_ms(a['median_s'])} | {_ms(a['refresh_s'])} |"
+        )
+    v = comparison["verdict"]
+    lines.append(
+        f"\n- target (the bundle's mean query cost no higher than vLLM's): bundle {_ms(v['bundle_mean_s'])}, "
+        f"vLLM's {_ms(v['vllm_mean_s'])} -> **{'met' if v['met'] else 'not met'}**"
+    )
+    load = results.get("dashboards_load", {})
+    if "busy_cores" in load:
+        lines.append(
+            f"- load while timing ({load['seconds']:.0f} s): 1-min load {load['before'][0]:.2f} before, {load['after'][0]:.2f} after; "
+            f"cores busy {load['busy_cores']:.2f} of 2, of which this benchmark {load['ours_cores']:.2f} and other work "
+            f"{max(load['busy_cores'] - load['ours_cores'], 0.0):.2f}"
+        )
+    for source, label in (("vllm", "vLLM's"), ("bundle", "the bundle's")):
+        missing = comparison[source]["missing_metrics"]
+        if missing:
+            lines.append(
+                f"- {comparison[source]['all']['skipped']} of {label} queries left out; the {len(missing)} metrics they read "
+                f"that this fleet (vLLM 0.32.0's exposition, no log exporter or probe) does not expose: "
+                + ", ".join(f"`{m}`" for m in missing)
+            )
+    return "\n".join(lines) + "\n"
+
+
 def head_table(results: dict) -> str:
     head = results["head"]
     lines = [
@@ -251,6 +298,8 @@ def summary(results: dict) -> str:
         dashboard_table(results),
         panel_table(results),
         equivalence_section(results),
+        "### Against vLLM's own dashboards\n" if results.get("comparison") else "",
+        comparison_section(results),
         "### Head series and memory\n",
         head_table(results),
         "### Alerts\n",

@@ -19,7 +19,7 @@ import yaml
 
 from . import measure, report, variants
 from .machine import CpuMeter, loadavg
-from .panels import panel_queries, recording_rules
+from .panels import load_dashboards, panel_queries, recording_rules
 from .prometheus import Prometheus, free_port, write_config
 
 HERE = Path(__file__).resolve().parent
@@ -216,12 +216,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--generator-commit", default="HEAD", help="generate the bundle from this commit (default HEAD)"
     )
+    parser.add_argument(
+        "--vllm-dashboards",
+        type=Path,
+        default=REPO.parent / "shared" / "reference" / "vllm-dashboards",
+        help="vLLM's own Grafana dashboards (*.json) to time beside the bundle's (default ../shared/reference/vllm-dashboards)",
+    )
+    parser.add_argument(
+        "--vllm-all",
+        choices=("values", "wildcard"),
+        default="values",
+        help="their variables at All: every value in one regex, as Grafana sends it without a custom all value (default), or .*",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     chosen = list(variants.VARIANTS) if args.variants == "all" else [v for v in args.variants.split(",") if v]
     unknown = [v for v in chosen if v not in variants.VARIANTS]
     if unknown:
         parser.error(f"unknown variant {unknown[0]!r}; choose from {', '.join(variants.VARIANTS)}")
+    args.vllm_dashboards = vllm_dashboards(args.vllm_dashboards)
     if args.range_ > args.minutes * 60:
         log(f"note: --range {args.range_:.0f}s is longer than the run; the start of the range has no data")
 
@@ -241,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": args.minutes,
         "range_s": args.range_,
         "step_s": args.step,
+        "repeats": args.repeats,
         "rate_interval": f"{4 * SCRAPE_INTERVAL_S}s",
         "quiet_cores": args.quiet_cores,
         "generator_commit": commit,
@@ -267,6 +281,20 @@ def main(argv: list[str] | None = None) -> int:
     log(f"wrote {out / 'results.json'} and {out / 'summary.md'}")
     ok = results["alerts"]["ok"] and all(e["matching"] == e["series"] for e in results["equivalence"])
     return 0 if ok else 1
+
+
+def vllm_dashboards(directory: Path) -> Path | None:
+    """The directory of vLLM's dashboards when it holds any, else None (said in one line); a file
+    there that is no dashboard stops the run before anything starts."""
+    directory = directory.resolve()
+    if not directory.is_dir() or not any(directory.glob("*.json")):
+        log(f"no vLLM dashboards in {directory}: the comparison with vLLM's own dashboards is skipped")
+        return None
+    try:
+        load_dashboards(directory)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    return directory
 
 
 def save(out: Path, results: dict) -> None:
@@ -363,10 +391,28 @@ def run_main(
             f"dashboards: {len(queries)} panel queries over {args.range_:.0f}s, step {args.step:.0f}s, {args.repeats} repeats"
         )
         save(out, result)
+        order = queries
+        skipped: list[dict] = []
+        if args.vllm_dashboards is not None:
+            theirs, skipped = vllm_queries(prom, args, queries)
+            order = measure.interleave(queries, [q for q in theirs if not _in(q, skipped)])
+            log(
+                f"vLLM's dashboards: {len(theirs)} panel queries, {sum(s['source'] == 'vllm' for s in skipped)} of them read "
+                f"metrics this fleet does not expose (not timed); timed interleaved with the bundle's"
+            )
+            result["vllm"] = {
+                "dir": str(args.vllm_dashboards),
+                "all": args.vllm_all,
+                "queries": len(theirs),
+                "skipped": [s for s in skipped if s["source"] == "vllm"],
+                "bundle_skipped": [s for s in skipped if s["source"] == "bundle"],
+            }
         load_before = loadavg()
-        result["panels"] = measure.time_panels(
+        phase = CpuMeter((prom.process.pid, simulator.pid))
+        phase_started = time.monotonic()
+        rows = measure.time_panels(
             prom,
-            queries,
+            order,
             args.range_,
             args.step,
             args.repeats,
@@ -377,8 +423,19 @@ def run_main(
             log,
             raw=not args.skip_raw,
         )
+        result["panels"] = [r for r in rows if r["source"] == "bundle"]
+        if args.vllm_dashboards is not None:
+            result["vllm"]["panels"] = [r for r in rows if r["source"] == "vllm"]
+            result["comparison"] = measure.comparison(rows, skipped)
         result["dashboards"] = measure.dashboard_totals(result["panels"])
-        result["dashboards_load"] = {"before": load_before, "after": loadavg()}
+        busy, ours = phase.reading()
+        result["dashboards_load"] = {
+            "before": load_before,
+            "after": loadavg(),
+            "seconds": time.monotonic() - phase_started,
+            "busy_cores": busy,
+            "ours_cores": ours,
+        }
         result["timeline"] = measure.as_dicts(timeline)
         save(out, result)
         result["variants"] = {}
@@ -387,6 +444,35 @@ def run_main(
                 out, name, bundle, rule_files, prom, config, meter, args, queries
             )
             save(out, result)
+
+
+def vllm_queries(prom: Prometheus, args, ours: list) -> tuple[list, list[dict]]:
+    """vLLM's panel queries as they open on this fleet (their All is every value Prometheus holds
+    over the range, unless --vllm-all wildcard), and which queries of either side read a metric
+    the fleet does not expose."""
+    end = time.time()
+
+    def values(match: str, label: str) -> list[str]:
+        return prom.label_values(label, match, end - args.range_, end)
+
+    theirs = panel_queries(
+        args.vllm_dashboards,
+        {},
+        f"{4 * SCRAPE_INTERVAL_S}s",
+        f"{int(args.range_)}s",
+        f"{int(args.step)}s",
+        label_values=values if args.vllm_all == "values" else None,
+        source="vllm",
+    )
+    names = set(prom.label_values("__name__"))
+    return theirs, measure.unexposed(ours + theirs, names)
+
+
+def _in(q, skipped: list[dict]) -> bool:
+    return any(
+        (s["source"], s["dashboard"], s["panel"], s["ref"], s["expr"]) == (q.source, q.dashboard, q.panel, q.ref, q.expr)
+        for s in skipped
+    )
 
 
 def run_variant(out, name, bundle, rule_files, prom, config, meter, args, queries) -> dict:
