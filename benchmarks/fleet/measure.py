@@ -328,7 +328,11 @@ def comparison(panels: list[dict], skipped: list[dict]) -> dict:
             dashboards[name] = {
                 **_costs(costs),
                 "skipped": sum(1 for s in skipped if s["source"] == source and s["dashboard"] == name),
-                "errors": sum(1 for p in panels if p.get("source", "bundle") == source and p["dashboard"] == name and "error" in p),
+                "errors": sum(
+                    1
+                    for p in panels
+                    if p.get("source", "bundle") == source and p["dashboard"] == name and "error" in p
+                ),
             }
         skipped_here = [s for s in skipped if s["source"] == source]
         sides[source] = {

@@ -204,10 +204,9 @@ def panel_queries(
     label_values: LabelValues | None = None,
     source: str = "bundle",
 ) -> list[PanelQuery]:
-    """Every panel's queries; `every` is the rules' evaluation interval, `history` how far back
-    the server holds samples (see `inline`), `first` the values a variable without All opens on
-    (Grafana's first value, e.g. {"$instance": the lowest instance name}), `label_values` what an
-    All without a custom value expands to (see `all_values`)."""
+    """Every panel's queries; `every` is the rules' evaluation interval, `history` how far back the
+    server holds samples (see `inline`), `first` and `label_values` how variables open (`all_values`:
+    e.g. {"$instance": the lowest instance name} for one without All)."""
     out = []
     for path, dashboard in load_dashboards(dashboards_dir):
         variables = {

@@ -183,7 +183,9 @@ class Prometheus:
             raise RuntimeError(f"query failed ({status}): {expr}\n{body[:800]!r}")
         return QueryTiming(wall, len(body), len(data["data"]["result"]), data["data"].get("stats", {}))
 
-    def label_values(self, label: str, match: str = "", start: float | None = None, end: float | None = None) -> list[str]:
+    def label_values(
+        self, label: str, match: str = "", start: float | None = None, end: float | None = None
+    ) -> list[str]:
         """A label's values, of the series `match` selects (all series when empty) in [start, end]."""
         params: list[tuple[str, str]] = [("match[]", match)] if match else []
         if start is not None and end is not None:
