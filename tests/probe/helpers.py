@@ -55,6 +55,12 @@ def series(name: str, **labels: str) -> str:
     return f"{name}{{{inner}}}"
 
 
+def hang_bound(n: int, interval: float, jitter: float, timeout: float) -> float:
+    """The README's bound on a hang's time to 503: (N + 1) probes, the last one's timeout, and its
+    health check and /metrics read (2 s each at most)."""
+    return (n + 1) * interval * (1 + jitter) + timeout + 4
+
+
 def fetch(url: str, timeout: float = 5.0) -> str | None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
