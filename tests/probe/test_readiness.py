@@ -219,3 +219,34 @@ def test_one_target_needs_no_name_and_is_not_ready_before_its_first_success() ->
             probe.wait_for(lambda v: v.get(requests, 0) >= 1, what="a first probe")
             status, text = ready(probe.port)
             assert status == 503 and "no probe has succeeded yet" in text
+
+
+def exposition(tokens: int) -> Reply:
+    body = f'vllm:prompt_tokens_total{{model_name="standin"}} 2\nvllm:generation_tokens_total {tokens}\n'
+    return Reply(body=body.encode(), content_type="text/plain; version=0.0.4")
+
+
+@pytest.mark.slow
+def test_failing_canaries_leave_a_busy_target_ready_and_take_a_still_one_out() -> None:
+    # Both answer the canary once, then 504 (a proxy giving up on a queued request); the busy
+    # one's counters move between reads, the still one's stand at 7.
+    failing = [completion_reply(), Reply(504, b"{}")]
+    moving = [exposition(10 * k) for k in range(1, 200)]
+    still_counters = [exposition(7)]
+    with (
+        StandIn(script=list(failing), metrics=moving) as busy,
+        StandIn(script=list(failing), metrics=still_counters) as still,
+    ):
+        targets = ("--target", "busy=" + busy.url, "--target", "still=" + still.url, "--model", "standin")
+        with running_probe(*targets, *FAST) as probe:
+            for name in ("busy", "still"):
+                requests = series("vllm_probe_requests_total", target=name, model_name="standin")
+                probe.wait_for(lambda v, r=requests: v.get(r, 0) >= 6, what=f"six probes of {name}")
+            status, text = ready(probe.port, "?target=busy")
+            assert status == 200 and "probes in a row failed, the last 0 with no engine progress" in text
+            status, text = ready(probe.port, "?target=still")
+            assert status == 503 and "with no engine progress (not ready after 3)" in text
+    # /metrics is read after each failed canary, not after the success (the last may be cut short).
+    paths = [seen.path for seen in busy.seen]
+    canaries = paths.count("/v1/completions")
+    assert canaries - 2 <= paths.count("/metrics") <= canaries - 1, paths
