@@ -19,8 +19,8 @@ from tests.support.vllm_server import CACHE_DIR
 
 LOCUST_VERSION = "2.47.0"  # the Makefile's
 LOCUSTFILE = Path(__file__).resolve().parents[2] / "benchmarks" / "alert_quality" / "locust_replay.py"
-# The trace's lengths over 4 (medians: 255 prompt and 32 output tokens), to fit 1,024 tokens.
-LENGTH_DIVISOR = 4
+# The trace's lengths halved (medians: 510 prompt and 65 output tokens), to fit 1,024 tokens.
+LENGTH_DIVISOR = 2
 MAX_MODEL_LEN = 1024
 
 
@@ -44,8 +44,8 @@ def schedule(rate: float, duration: float, seed: int = 1) -> tuple[list[tuple[fl
         rng = np.random.default_rng(seed)
         times = np.cumsum(rng.exponential(1 / rate, int(rate * duration * 1.5) + 10))
         times = times[times < duration]
-        output = np.clip(np.round(rng.lognormal(np.log(32), 0.8, len(times))), 1, MAX_MODEL_LEN - 1)
-        prompt = np.clip(np.round(rng.lognormal(np.log(255), 1.1, len(times))), 1, MAX_MODEL_LEN - output)
+        output = np.clip(np.round(rng.lognormal(np.log(65), 0.8, len(times))), 1, MAX_MODEL_LEN - 1)
+        prompt = np.clip(np.round(rng.lognormal(np.log(510), 1.1, len(times))), 1, MAX_MODEL_LEN - output)
         source = "generated"
     else:
         made = arrivals(trace, rate=rate, duration=duration, seed=seed)
