@@ -40,7 +40,7 @@ check: venv
 ## What CI runs: everything but the `matrix` tests on three workers (a third fills the time the
 ## others wait on real servers), then the drills alone (they time alerts on real servers).
 ## Both halves always run; the target fails if either does. DEVELOPERS.md lists what each tier holds.
-test: venv system-deps vllm-venv
+test: venv system-deps vllm-venv locust-venv
 	@status=0; \
 	$(BIN)/python -m pytest -m "$(TEST_MARKERS)" -n 3 --dist worksteal --durations=15 || status=1; \
 	$(BIN)/python -m pytest -m drill || status=1; \
@@ -95,7 +95,8 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_VENV)/bin/python -c "import vllm, torch; print('vLLM', vllm.__version__, 'torch', torch.__version__)"
 	touch $@
 
-## locust for the alert-quality benchmark's calibration, outside the clone like the vLLM one.
+## locust, outside the clone like the vLLM one: the alert-quality calibration and the overload test
+## of the probe's readiness (tests/probe/test_live_overload.py) drive vLLM with it.
 locust-venv: $(LOCUST_VENV)/.installed
 $(LOCUST_VENV)/.installed:
 	rm -rf $(LOCUST_VENV)

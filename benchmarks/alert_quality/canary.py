@@ -1,6 +1,7 @@
 """The canary probe over the simulated fleet: vllm-probe's own metrics code fed with what each probe
 of a simulated server comes to, at the real probe's interval, timeout and jitter. Each probe is a
-real request queued in the replica's engine; its outcomes by server state are in the README.
+real request queued in the replica's engine; its outcomes by server state are in the README. Its
+/ready (the probe's own rule: failures with the engine's token counters still) gates routing.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ PROMPT_TOKENS = 2  # "ping" with the BOS token
 INTERVAL, TIMEOUT_S, JITTER = (
     float(build_parser().get_default(k)) for k in ("interval", "timeout", "jitter")
 )
+NOT_READY_AFTER = int(build_parser().get_default("not_ready_after"))
 
 
 @dataclass
@@ -112,4 +114,9 @@ class Canary:
 
     def _record(self, member: Member, at: float, outcome: Outcome, health_up: bool) -> None:
         self.now = at
-        self.metrics.record_probe(member.instance, member.model, outcome, health_up)
+        progress = None  # read after a failure from the server's /metrics, as the probe does
+        if not outcome.ok and outcome.reason != HTTP_4XX and member.server.answering:
+            seen = member.replica.seen
+            progress = float(seen.prompt_tokens + seen.generation_tokens)
+        self.metrics.record_probe(member.instance, member.model, outcome, health_up, progress)
+        member.probe_ready = self.metrics.readiness(member.instance, NOT_READY_AFTER)[0]

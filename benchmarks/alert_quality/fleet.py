@@ -1,6 +1,7 @@
 """The simulated fleet: each scenario model's replicas behind a Service that spreads requests at
-random over the ready ones (with none ready a request fails, as with no endpoints). Incidents are
-changes scheduled on members (incidents.py); a restarted server gets a fresh engine and counters.
+random over the ready ones (serving, and ready by the canary's /ready when one probes them; with
+none ready a request fails, as with no endpoints). Incidents are changes scheduled on members
+(incidents.py); a restarted server gets a fresh engine and counters.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Member:
     lost: int = 0  # in flight when its engine died or a stop's grace ran out, over every start
     resent: int = 0  # of those, re-sent by their clients to other replicas (a backlog)
     died_at: float | None = None  # the last engine death
+    probe_ready: bool = True  # what the canary's /ready says (canary.py), as kubelet reads it
     service: Service | None = field(default=None, repr=False, compare=False)  # told of each change
     _pending: list = field(default_factory=list)
     _order: itertools.count = field(default_factory=itertools.count)
@@ -66,7 +68,7 @@ class Member:
 
     @property
     def ready(self) -> bool:
-        return self.server.serving
+        return self.server.serving and self.probe_ready
 
     def exposition(self) -> str:
         """The replica's /metrics now: what it observed since the last read taken in."""

@@ -1,6 +1,6 @@
-"""One probe cycle against one vLLM: `GET <health-path>`, then one single-token request. Each
-target has its own `requests.Session` (keep-alive to that server only), used by one thread at a
-time. A failure is returned, never retried: the next cycle is the retry.
+"""One probe cycle against one vLLM: `GET <health-path>`, then one single-token request, and after a
+failure `GET /metrics` for the engine's progress counters (progress.py). Each target has its own
+`requests.Session`, used by one thread at a time. A failure is returned, never retried.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from requests.auth import AuthBase
 from . import __version__
 from .outcome import (
     BAD_BODY,
+    HTTP_4XX,
     TIMEOUT,
     Outcome,
     answer_error,
@@ -23,11 +24,15 @@ from .outcome import (
     first_model_id,
     status_reason,
 )
+from .progress import engine_progress
 from .targets import Target
 
 PROMPT = "ping"
 MAX_BODY_BYTES = 1 << 20  # a valid one-token answer is well under 1 KiB
+MAX_METRICS_BYTES = 32 << 20  # vLLM's /metrics: tens of KiB, more with many models or adapters
 HEALTH_TIMEOUT = 2.0  # /health does no inference; longer than this is unhealthy
+METRICS_TIMEOUT = 2.0  # /metrics does no inference either
+METRICS_PATH = "/metrics"
 CHUNK = 16 << 10
 
 
@@ -60,7 +65,7 @@ class DeadlineExceeded(Exception):
 
 
 class OversizedBody(Exception):
-    """A 2xx body larger than any one-token answer."""
+    """A 2xx body larger than the answer asked for can be."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,9 @@ class Cycle:
     model: str | None  # the model name sent (None if none was known)
     health_up: bool
     discovered: bool = False  # the model came from /v1/models in this cycle
+    # After a failure that counts for readiness: the engine's progress counters (None: unread).
+    progress: float | None = None
+    progress_missing: str | None = None  # why progress is None, for the log
 
 
 class Canary:
@@ -90,13 +98,34 @@ class Canary:
         if self.model is None:
             model, failure = self.discover(deadline)
             if failure is not None:
-                return Cycle(failure, None, health_up)
+                return self._failed(failure, health_up)
             self.model, discovered = model, True
         model = self.model
         outcome = self.request(model, deadline)
         if outcome.status == 404 and self.settings.model is None:
             self.model = None  # the served name changed: ask /v1/models again next cycle
-        return Cycle(outcome, model, health_up, discovered)
+        if outcome.ok or outcome.reason == HTTP_4XX:
+            return Cycle(outcome, model, health_up, discovered)
+        progress, missing = self.read_progress()
+        return Cycle(outcome, model, health_up, discovered, progress, missing)
+
+    def _failed(self, outcome: Outcome, health_up: bool) -> Cycle:
+        progress, missing = (None, None) if outcome.reason == HTTP_4XX else self.read_progress()
+        return Cycle(outcome, None, health_up, progress=progress, progress_missing=missing)
+
+    def read_progress(self) -> tuple[float | None, str | None]:
+        """The engine's progress counters from the target's /metrics, or None and why not."""
+        deadline = self.clock() + min(METRICS_TIMEOUT, self.settings.timeout)
+        try:
+            status, body = self._exchange("GET", METRICS_PATH, None, deadline, MAX_METRICS_BYTES)
+        except Exception as exc:  # unread progress only keeps the target from looking busy
+            return None, f"GET {METRICS_PATH}: {exception_detail(exc)}"
+        if status != 200:
+            return None, f"GET {METRICS_PATH} answered HTTP {status}"
+        progress = engine_progress(body.decode("utf-8", "replace"))
+        if progress is None:
+            return None, f"GET {METRICS_PATH} shows no engine progress counter"
+        return progress, None
 
     def check_health(self) -> bool:
         timeout = min(HEALTH_TIMEOUT, self.settings.timeout)
@@ -147,7 +176,9 @@ class Canary:
 
     # -- transport -------------------------------------------------------------------------
 
-    def _exchange(self, method: str, path: str, payload: dict | None, deadline: float) -> tuple[int, bytes]:
+    def _exchange(
+        self, method: str, path: str, payload: dict | None, deadline: float, limit: int = MAX_BODY_BYTES
+    ) -> tuple[int, bytes]:
         """One request with everything (connect, each read, the whole body) inside `deadline`."""
         remaining = deadline - self.clock()
         if remaining <= 0:
@@ -164,8 +195,8 @@ class Canary:
             if 200 <= response.status_code < 300:
                 for chunk in response.iter_content(CHUNK):
                     body += chunk
-                    if len(body) > MAX_BODY_BYTES:
-                        raise OversizedBody(f"{method} {path} answered more than {MAX_BODY_BYTES} bytes")
+                    if len(body) > limit:
+                        raise OversizedBody(f"{method} {path} answered more than {limit} bytes")
                     if self.clock() > deadline:
                         raise DeadlineExceeded(f"{method} {path} was still sending its body")
             if self.clock() > deadline:

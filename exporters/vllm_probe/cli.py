@@ -121,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=3,
         metavar="N",
-        help="/ready answers 503 after N probes in a row fail (and before the first success); default 3",
+        help="/ready answers 503 before the first success and once N probes in a row failed while the "
+        "engine's token counters (its /metrics, read after each failure) stood still: a hang, not a queue; "
+        "at most (N+1) x interval x (1+jitter) + timeout + 4 s after a hang begins, 80 s with the "
+        "defaults; default 3",
     )
     serve.add_argument(
         "--once",

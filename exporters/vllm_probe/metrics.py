@@ -47,9 +47,12 @@ class TargetSeries:
     skipped: int = 0
     health_up: float = 0.0
     last_probe: float = 0.0
-    # Readiness (not exported as metrics): failed probes since the last success, and whether
-    # one ever succeeded.
+    # Readiness (not exported as metrics): failed probes since the last success, the last of
+    # them in a row that saw the engine's counters stand still, the last reading, and whether
+    # a probe ever succeeded.
     failures_in_row: int = 0
+    stalls_in_row: int = 0
+    progress_mark: float | None = None
     ever_ok: bool = False
 
 
@@ -62,7 +65,15 @@ class ProbeMetrics:
         self.lock = threading.Lock()
         self.targets = {instance: TargetSeries(model or UNKNOWN_MODEL) for instance, model in targets.items()}
 
-    def record_probe(self, instance: str, model: str | None, outcome: Outcome, health_up: bool) -> None:
+    def record_probe(
+        self,
+        instance: str,
+        model: str | None,
+        outcome: Outcome,
+        health_up: bool,
+        progress: float | None = None,
+    ) -> None:
+        """`progress`: the engine's progress counters read after a failure (None: not read)."""
         now = self.clock()
         with self.lock:
             series = self.targets[instance]
@@ -83,27 +94,41 @@ class ProbeMetrics:
                 current.success = 0.0
                 current.failures[outcome.reason] += 1
             if outcome.ok:
-                series.failures_in_row, series.ever_ok = 0, True
+                series.failures_in_row, series.stalls_in_row, series.ever_ok = 0, 0, True
+                series.progress_mark = None
             elif outcome.reason != HTTP_4XX:
                 # A 4xx turns the probe away (a wrong key or model): the server answers, so it is
                 # the probe's problem (VllmProbeDown), and must not take every replica out.
                 series.failures_in_row += 1
+                mark = series.progress_mark
+                if progress is not None and mark is not None and progress > mark:
+                    series.stalls_in_row = 0  # busy: the probe waited in a queue that moves
+                else:
+                    series.stalls_in_row += 1
+                if progress is not None:
+                    series.progress_mark = progress
             series.health_up = 1.0 if health_up else 0.0
             series.last_probe = now
 
     def readiness(self, instance: str, not_ready_after: int) -> tuple[bool, str]:
         """Whether the target should take traffic, and why in a few words: not before its first
-        successful probe (a server still loading), nor after `not_ready_after` failed probes in a
-        row (a hung engine, whose /health still answers 200); ready again at the next success."""
+        successful probe (a server still loading), nor once `not_ready_after` probes in a row failed
+        while the engine's counters stood still (a hang; a queue moves them); ready at a success."""
         with self.lock:
             series = self.targets[instance]
-            failed, ever_ok = series.failures_in_row, series.ever_ok
+            failed, stalled, ever_ok = series.failures_in_row, series.stalls_in_row, series.ever_ok
         if not ever_ok:
             return False, f"no probe has succeeded yet ({failed} failed)"
-        if failed >= not_ready_after:
-            return False, f"{failed} probes in a row failed (not ready after {not_ready_after})"
+        if stalled >= not_ready_after:
+            return False, (
+                f"{failed} probes in a row failed, the last {stalled} with no engine progress "
+                f"(not ready after {not_ready_after})"
+            )
         if failed:
-            return True, f"ready ({failed} probes in a row failed, not ready after {not_ready_after})"
+            return True, (
+                f"ready ({failed} probes in a row failed, the last {stalled} with no engine progress; "
+                f"not ready after {not_ready_after})"
+            )
         return True, "ready"
 
     def record_skip(self, instance: str) -> None:

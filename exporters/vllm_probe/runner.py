@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .canary import Canary, Cycle
 from .metrics import ProbeMetrics
-from .outcome import ERROR, Outcome
+from .outcome import ERROR, HTTP_4XX, Outcome
 
 log = logging.getLogger("vllm_probe")
 
@@ -34,6 +34,7 @@ class TargetWorker:
         self._last_health: bool | None = None
         self._failures_in_row = 0
         self._logged_model: str | None = None
+        self._progress_unread = False  # the last failure's /metrics gave no progress reading
         self._bug_reported = False
         self.thread = threading.Thread(target=self._loop, name=f"probe {self.instance}", daemon=True)
 
@@ -72,7 +73,7 @@ class TargetWorker:
                 log.exception("target %s: probe raised an unexpected error", self.instance)
                 self._bug_reported = True
             cycle = Cycle(Outcome.failure(ERROR, type(exc).__name__), None, False)
-        self.metrics.record_probe(self.instance, cycle.model, cycle.outcome, cycle.health_up)
+        self.metrics.record_probe(self.instance, cycle.model, cycle.outcome, cycle.health_up, cycle.progress)
         self._log_changes(cycle)
         return cycle
 
@@ -90,6 +91,10 @@ class TargetWorker:
             self._failures_in_row += 1
             if self._last_ok is not False or outcome.reason != self._last_reason:
                 log.warning("target %s: probes fail: %s (%s)", name, outcome.reason, outcome.detail)
+        if cycle.progress_missing is not None and not self._progress_unread:
+            log.warning("target %s: engine progress unknown (%s)", name, cycle.progress_missing)
+        if not outcome.ok and outcome.reason != HTTP_4XX:
+            self._progress_unread = cycle.progress_missing is not None
         if cycle.health_up != self._last_health:
             if cycle.health_up:
                 log.info("target %s: health check answers 200", name)

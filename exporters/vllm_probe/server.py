@@ -1,6 +1,6 @@
 """The probe's HTTP endpoints: /metrics for Prometheus, /ready for a Kubernetes readiness probe.
 /ready (`?target=NAME` with several targets) answers 200 while the target may take traffic, else 503
-(ProbeMetrics.readiness), so a hung engine leaves a Service's endpoints while /health still says 200.
+(ProbeMetrics.readiness): a hung engine leaves a Service's endpoints, a merely overloaded one stays.
 """
 
 from __future__ import annotations

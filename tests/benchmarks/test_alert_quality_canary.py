@@ -1,15 +1,16 @@
 """The simulated fleet's canary answers as the real probe would: successes on a healthy replica,
 refusals while nothing listens, timeouts on a hung engine whose /health is 200, 5xx in an error
-burst; and it writes the real probe's series."""
+burst; it writes the real probe's series, and its /ready takes a hung replica out of the Service
+but leaves an overloaded one in."""
 
 from __future__ import annotations
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.alert_quality.canary import INTERVAL, Canary
+from benchmarks.alert_quality.canary import INTERVAL, JITTER, NOT_READY_AFTER, TIMEOUT_S, Canary
 from benchmarks.alert_quality.fleet import Fleet
-from benchmarks.alert_quality.incidents import schedule
+from benchmarks.alert_quality.incidents import schedule, spiked
 from tests.benchmarks.test_alert_quality_fleet import TEMPLATE, steady
 from tests.benchmarks.test_alert_quality_incidents import AT, DURATION, EPOCH, scenario
 from tests.benchmarks.test_alert_quality_replica import params
@@ -97,3 +98,58 @@ def test_the_canarys_series_are_the_real_probes_with_the_replica_as_target():
     assert targets == {m.instance for m in f.members}
     models = {s.labels["model_name"] for s in families["vllm_probe_success"].samples}
     assert models == {"chat"}
+
+
+# -- readiness: the canary's /ready gates the Service, as kubelet does with the real probe ------
+
+SPIKE_FROM = AT - 200  # the spike is on before the hang and outlasts it
+
+
+def spike_with_a_hang(extra_rate: float) -> tuple[Fleet, list]:
+    """Four replicas at 4 requests a second, `extra_rate` more from SPIKE_FROM to the incident's end,
+    and the first replica's engine hung from AT to AT + DURATION. Per second, per replica: (ready,
+    failed probes in a row, requests routed to it so far)."""
+    sc = scenario("hung_engine")
+    base = steady(4.0, sc.duration)
+    arrivals = spiked(base, steady(extra_rate, AT + DURATION - SPIKE_FROM, seed=2), at=SPIKE_FROM)
+    f = Fleet([(sc.fleet[0], params(), arrivals)], started=EPOCH, seed=5, template=TEMPLATE)
+    schedule(f, sc)
+    canary = Canary(f, EPOCH, seed=2)
+    service, seen, t = f.services[0], [], 0.0
+    while t < sc.duration:
+        t += 1
+        f.advance(t)
+        canary.advance(t)
+        seen.append(
+            (
+                t,
+                [
+                    (m.ready, canary.metrics.targets[m.instance].failures_in_row, service.routed[k])
+                    for k, m in enumerate(service.members)
+                ],
+            )
+        )
+    return f, seen
+
+
+def test_a_spike_leaves_every_replica_in_service_and_a_hung_one_leaves_within_the_bound():
+    f, seen = spike_with_a_hang(extra_rate=18.0)
+    during = [(t, row) for t, row in seen if SPIKE_FROM <= t < AT + DURATION]
+    # The overloaded replicas: canaries time out many times in a row (the canary alone would take
+    # them out), yet the engine's counters move and they stay ready and keep getting requests.
+    for k in (1, 2, 3):
+        assert all(row[k][0] for _, row in during), k
+        assert max(row[k][1] for _, row in during) >= 2 * NOT_READY_AFTER, k
+        assert during[-1][1][k][2] - during[0][1][k][2] > 1000, k
+    # The hung one: out within the probe's bound (its /metrics answers at once here; 1 s is the
+    # step of this run), and no request routed to it while it is out; back once it steps again.
+    hung = [(t, row[0]) for t, row in seen if AT <= t < AT + DURATION]
+    out_at = next((t for t, (ready, _, _) in hung if not ready), None)
+    assert out_at is not None, "the hung replica stayed in service"
+    assert out_at - AT <= (NOT_READY_AFTER + 1) * INTERVAL * (1 + JITTER) + TIMEOUT_S + 1, out_at
+    gone = [(t, r) for t, r in hung if t >= out_at]
+    assert all(not ready for _, (ready, _, _) in gone), "the hung replica came back while hung"
+    assert gone[-1][1][2] == gone[0][1][2]  # nothing routed to it
+    back_by = AT + DURATION + 2 * INTERVAL * (1 + JITTER) + TIMEOUT_S  # the next probe or the one after
+    after = [row[0][0] for t, row in seen if t >= back_by]
+    assert after and all(after)

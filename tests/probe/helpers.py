@@ -55,6 +55,12 @@ def series(name: str, **labels: str) -> str:
     return f"{name}{{{inner}}}"
 
 
+def hang_bound(n: int, interval: float, jitter: float, timeout: float) -> float:
+    """The README's bound on a hang's time to 503: (N + 1) probes, the last one's timeout, and its
+    health check and /metrics read (2 s each at most)."""
+    return (n + 1) * interval * (1 + jitter) + timeout + 4
+
+
 def fetch(url: str, timeout: float = 5.0) -> str | None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -176,12 +182,13 @@ class Seen:
 @dataclass
 class StandIn:
     """A real HTTP/1.1 server on loopback standing in for a misbehaving proxy in front of vLLM.
-    `script` lists the replies to the canary requests in order (the last one repeats); /v1/models
-    and /health answer from `models` and `health`."""
+    `script` lists the replies to the canary requests in order (the last one repeats); /v1/models,
+    /metrics and /health answer from `models`, `metrics` and `health`."""
 
     script: list[Reply] = field(default_factory=lambda: [completion_reply()])
     models: list[Reply] = field(default_factory=lambda: [models_reply()])
     health: Reply = field(default_factory=Reply)
+    metrics: list[Reply] = field(default_factory=lambda: [Reply(404, b"not found", "text/plain")])
     seen: list[Seen] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -210,6 +217,8 @@ class StandIn:
         with self.lock:
             if path == "/v1/models":
                 return self.models.pop(0) if len(self.models) > 1 else self.models[0]
+            if path == "/metrics":
+                return self.metrics.pop(0) if len(self.metrics) > 1 else self.metrics[0]
             if path.startswith("/v1/"):
                 return self.script.pop(0) if len(self.script) > 1 else self.script[0]
             return self.health if path == "/health" else Reply(404, b"not found", "text/plain")

@@ -249,6 +249,8 @@ def test_one_log_line_per_state_change() -> None:
         "target s: probes succeed",
         "target s: health check answers 200",
         "target s: probes fail: http_5xx (POST /v1/completions answered HTTP 500)",
+        # Once for the four: the stand-in has no /metrics, so /ready follows the canary alone.
+        "target s: engine progress unknown (GET /metrics answered HTTP 404)",
         "target s: probes succeed after 4 failed probes",
     ], log
     assert messages[0].startswith("serving /metrics and /ready on 127.0.0.1:")

@@ -65,8 +65,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "restart the server; a hung engine does not recover by itself. If the probe recovers on its "
                     "own within a minute or two (a long stop-the-world pause), do not restart, but find the pause.",
                     "On Kubernetes, gate readiness on the canary, not `/health`: the shipped Deployment's "
-                    "readinessProbe asks the probe sidecar's `/ready` (503 after `--not-ready-after` failed "
-                    "canaries in a row), which takes a hung pod out of its Service's endpoints; liveness stays on "
+                    "readinessProbe asks the probe sidecar's `/ready` (503 once `--not-ready-after` canaries in "
+                    "a row failed while the engine's token counters stood still), which takes a hung pod out of "
+                    "its Service's endpoints and leaves a merely saturated one in; liveness stays on "
                     "`/health` so the kubelet does not restart it before you have the dump.",
                     "Repeated hangs under tensor parallelism: set `NCCL_DEBUG=INFO` and check the interconnect "
                     "(XID errors on the GPU dashboard) and the driver.",
