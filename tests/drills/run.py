@@ -257,8 +257,8 @@ class Drill:
             self.stack.start([a], a.server.metrics_url)
             self.settle(a)
             self.step(self.latency, a)
-            self.delivered()
             self.step(self.queue_pressure, a)
+            self.delivered()
             self.run_doctor(a)
             self.step(self.hung_engine, a)
             self.step(self.planned_stop_and_restart, a)
@@ -268,7 +268,7 @@ class Drill:
 
     def settle(self, slot: Slot) -> None:
         """Every target scraped, the probe answered, and Prometheus sending to Alertmanager. The
-        Watchdog's delivery is judged after the first scenario (`delivered`): Prometheus drops the
+        Watchdog's delivery is judged after the first scenarios (`delivered`): Prometheus drops the
         send it makes before it has found Alertmanager and resends a minute later (docs/testing.md)."""
         i = slot.instance
         wait_until(lambda: self.stack.value(f'up{{instance="{i}", job="vllm"}}') == 1, "vLLM scraped", 60)
