@@ -17,6 +17,13 @@ REPO = Path(__file__).parent.parent
 binary_guard.install()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The real-vLLM tests first, in their order: xdist's worksteal hands the first worker the head
+    of the list and steals from tails, so one worker runs them from the start, one server at a time
+    and one shared `vllm_server` (docs/testing.md)."""
+    items.sort(key=lambda item: item.get_closest_marker("vllm") is None)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     binary_guard.running(item.nodeid, {mark.name for mark in item.iter_markers()})

@@ -297,11 +297,15 @@ class SloModels:
 @dataclass(frozen=True)
 class SloSection:
     ttft_threshold_seconds: float = knob(
-        2.5, "a request meets the TTFT SLO when its first token came within this; must be a bucket bound"
+        2.5,
+        "a request meets the TTFT SLO when its first token came within this; must be a bucket bound",
+        bucket_bound=True,
     )
     ttft_objective: float = knob(0.99, "share of requests that must meet the TTFT threshold")
     itl_threshold_seconds: float = knob(
-        0.2, "an output token meets the TPOT SLO when it came within this of the previous one; a bucket bound"
+        0.2,
+        "an output token meets the TPOT SLO when it came within this of the previous one; a bucket bound",
+        bucket_bound=True,
     )
     itl_objective: float = knob(0.99, "share of output tokens that must meet the TPOT threshold")
     availability_objective: float = knob(
@@ -328,6 +332,7 @@ class SloSection:
         0.8,
         "a burn tier judges only once Prometheus has scraped for this share of its long window, so a "
         "stack started minutes ago does not read minutes as an hour (0 turns it off)",
+        shapes_rules=True,  # 0 leaves out the clause
     )
     inference_handlers: str = knob(
         "/v1/chat/completions|/v1/completions|/v1/embeddings|/v1/responses|/v1/messages"
@@ -335,6 +340,7 @@ class SloSection:
         "|/pooling|/classify|/score|/rerank|/invocations|/inference/v1/generate|/cohere/v2/chat",
         "the HTTP handlers (regex of vLLM's handler label) that serve inference: only their 5xx "
         "count as failed requests, and load-balancer polls of /health or /v1/models never do",
+        shapes_rules=True,  # a regex pasted into selectors, not a number or a duration
     )
     models: list[SloModels] = knob(
         [],
@@ -458,6 +464,7 @@ class GpuSection:
         "or pod (Kubernetes: dcgm-exporter's pod mapping labels each GPU with the namespace and pod "
         "using it, exported_namespace/exported_pod when scraped without honorLabels, and the vLLM "
         "series carry the same namespace and pod)",
+        shapes_rules=True,
     )
     exporters: list[GpuExporterTarget] = knob(
         [{"target": "dcgm-exporter:9400", "vllm_instance": "vllm:8000"}],

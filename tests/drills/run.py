@@ -1,6 +1,6 @@
-"""The drills, in the order they run on three real vLLM servers (A, B, F: docs/testing.md). Each
-server has its own log exporter and canary probe; Prometheus watches the servers of the moment, the
-stack regenerating the bundle and reloading Prometheus when they change."""
+"""The drills, in the order they run on three real vLLM servers (A, B, F: docs/testing.md); F's
+failing starts overlap B's last wait. Each server has its own log exporter and canary probe;
+Prometheus watches the servers of the moment, the bundle regenerated and reloaded as they change."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,9 +152,11 @@ class Drill:
     server_starts: list[tuple[str, float]] = field(default_factory=list)
     load_before: str = ""
     load_after: str = ""
+    overlapped: threading.Thread | None = None  # phase F, once started beside B's dead engine
 
     def __post_init__(self) -> None:
         self.stack = DrillStack(self.workdir, self.config)
+        self._mine = threading.local()  # the parts each thread made, for its own summaries
         self.results = {s.key: ScenarioResult(s.key) for s in SCENARIOS}
         self.panels = panels(self.config)
         alerts, prom, am = self.config["alerts"], self.config["prometheus"], self.config["alertmanager"]
@@ -172,21 +175,26 @@ class Drill:
     def part(self, key: str, title: str, instance: str, *panel_keys: str) -> Part:
         made = Part(title, instance, [self.panels[k] for k in panel_keys], self.stack.model_of(instance))
         self.results[key].parts.append(made)
+        self.made().append(made)
         return made
+
+    def made(self) -> list[Part]:
+        """The parts this thread has made."""
+        if not hasattr(self._mine, "parts"):
+            self._mine.parts = []
+        return self._mine.parts
 
     def say(self, text: str) -> None:
         print(f"[drill {time.time() - self.started:6.1f}s] {text}", flush=True)
 
     def step(self, scenario, slot: Slot) -> None:
         """Run one scenario on a server and print how its new parts were judged."""
-        before = {id(p) for r in self.results.values() for p in r.parts}
+        before = len(self.made())
         try:
             scenario(slot)
         finally:
-            for result in self.results.values():
-                for part in result.parts:
-                    if id(part) not in before:
-                        self.summarise(part)
+            for part in self.made()[before:]:
+                self.summarise(part)
 
     def first_log_line(self, part: Part, slot: Slot, launched: float) -> None:
         """How long after the launch the log exporter saw the start marker (Python's imports)."""
@@ -221,15 +229,22 @@ class Drill:
         self.started = time.time()
         self.load_before = f"{os.getloadavg()[0]:.2f}"
         try:
-            for phase in (self.phase_a, self.phase_b, self.phase_f):
-                try:
-                    phase()
-                except Exception as exc:  # the scenarios it did not reach fail, naming this
-                    self.phase_errors.append(f"{phase.__name__}: {type(exc).__name__}: {exc}")
-                    self.say(f"{phase.__name__} stopped: {exc}")
+            self.guarded(self.phase_a)
+            self.guarded(self.phase_b)
+            if self.overlapped is None:
+                self.guarded(self.phase_f)  # B stopped before its engine died: F alone
+            else:
+                self.overlapped.join()
         finally:
             self.finished = time.time()
             self.load_after = f"{os.getloadavg()[0]:.2f}"
+
+    def guarded(self, phase, *args) -> None:
+        try:
+            phase(*args)
+        except Exception as exc:  # the scenarios it did not reach fail, naming this
+            self.phase_errors.append(f"{phase.__name__}: {type(exc).__name__}: {exc}")
+            self.say(f"{phase.__name__} stopped: {exc}")
 
     def close(self) -> None:
         self.stack.close()
@@ -243,6 +258,7 @@ class Drill:
             self.settle(a)
             self.step(self.latency, a)
             self.step(self.queue_pressure, a)
+            self.delivered()
             self.run_doctor(a)
             self.step(self.hung_engine, a)
             self.step(self.planned_stop_and_restart, a)
@@ -251,20 +267,27 @@ class Drill:
             a.close()
 
     def settle(self, slot: Slot) -> None:
-        """Every target scraped, the probe answered, and the pipeline delivers (the Watchdog)."""
-        since = self.started
+        """Every target scraped, the probe answered, and Prometheus sending to Alertmanager. The
+        Watchdog's delivery is judged after the first scenarios (`delivered`): Prometheus drops the
+        send it makes before it has found Alertmanager and resends a minute later (docs/testing.md)."""
         i = slot.instance
         wait_until(lambda: self.stack.value(f'up{{instance="{i}", job="vllm"}}') == 1, "vLLM scraped", 60)
         wait_until(lambda: self.stack.value(f'vllm_probe_success{{instance="{i}"}}') == 1, "the probe", 60)
+        wait_until(self.stack.alertmanager_found, "Prometheus to find Alertmanager", 30)
+        # A little traffic so rates and quantiles have samples before the scenarios.
+        for n in range(4):
+            completion(slot.server, f"warm up {n}", 16)
+        self.say("stack settled: targets up, probe answering, Alertmanager found")
+
+    def delivered(self) -> None:
+        """The pipeline delivers: the Watchdog heartbeat has reached its receiver."""
+        since = self.started
         wait_until(
             lambda: [n for n in self.stack.recorder.records(since) if n.receiver == "watchdog"],
             "the Watchdog heartbeat at its receiver",
             60,
         )
-        # A little traffic so rates and quantiles have samples before the scenarios.
-        for n in range(4):
-            completion(slot.server, f"warm up {n}", 16)
-        self.say("stack settled: targets up, probe answering, Watchdog delivered")
+        self.say("Watchdog delivered")
 
     def latency(self, a: Slot) -> None:
         part = self.part(
@@ -542,6 +565,7 @@ class Drill:
             until(
                 self.notified("VllmModelCapacityLow", PAGER, part.trigger, naming=f"{a.instance} (dead)"), 30
             )
+            self.overlap_phase_f(a)
             status = a.server.wait_exit(timeout=120)
             part.event(f"API server exited with status {status}")
             part.check(
@@ -753,10 +777,25 @@ class Drill:
         judge.inhibited("VllmEngineDead", "VllmOutOfMemory", "VllmReplicaLost")
 
     # -- server F ------------------------------------------------------------------------------
-    def phase_f(self) -> None:
+    def overlap_phase_f(self, beside: Slot) -> None:
+        """Phase F from now on, in a thread: `beside`'s engine is dead and paged, and it only waits
+        out target_down_for, nothing on it timed any more (docs/testing.md)."""
         f = self.stack.new_slot("F", *SERVER_F)
         try:
-            self.stack.configure([f])
+            self.stack.configure([beside, f])
+        except Exception as exc:  # F runs after B instead, alone
+            f.close()
+            self.say(f"phase F not started beside {beside.name}: {exc}")
+            return
+        self.overlapped = threading.Thread(target=self.guarded, args=(self.phase_f, f), daemon=True)
+        self.overlapped.start()
+
+    def phase_f(self, watched: Slot | None = None) -> None:
+        """Server F's failing starts; `watched`: its slot, already in the monitoring."""
+        f = watched or self.stack.new_slot("F", *SERVER_F)
+        try:
+            if watched is None:
+                self.stack.configure([f])
             self.step(self.startup_failure, f)
             self.step(self.restart_loop, f)
         finally:

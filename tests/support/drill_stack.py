@@ -296,6 +296,12 @@ class DrillStack:
 
         wait_until(lambda: self._active_targets() == wanted, "Prometheus to take the new target set", 30)
 
+    def alertmanager_found(self) -> bool:
+        """Prometheus knows its Alertmanager: an alert it sends from now on is delivered."""
+        assert self.prom is not None
+        data = json.loads(http_get(self.prom.url + "/api/v1/alertmanagers", timeout=10)[1])
+        return bool(data["data"]["activeAlertmanagers"])
+
     def _active_targets(self) -> set[str]:
         assert self.prom is not None
         data = json.loads(http_get(self.prom.url + "/api/v1/targets?state=active", timeout=10)[1])

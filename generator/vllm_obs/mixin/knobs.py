@@ -63,37 +63,36 @@ def _doc(section: type, key: str) -> str:
     return next(f.metadata["doc"] for f in dataclasses.fields(section) if f.name == key)
 
 
-# GPU knobs that only change values.
-GPU_KNOBS = ("memory_full_threshold", "memory_full_for", "idle_utilization_below", "idle_for", "xid_window")
+# The sections whose knobs tune alerts (DEVELOPERS.md, "A new alert") and the prefix of their
+# `_config` names; an objective keeps its own name (`ttftObjective`).
+VALUE_SECTIONS = (
+    ("alerts", AlertsSection, ""),
+    ("slo", SloSection, "slo_"),
+    ("paging", PagingSection, ""),
+    ("gpu", GpuSection, "gpu_"),
+)
 
 
 def _kind(f: dataclasses.Field) -> str:
-    """A config field's knob kind: a float is a number, anything else here a duration."""
+    """A config field's knob kind: an objective, a number (a float) or else a duration."""
+    if f.name.endswith("_objective"):
+        return "objective"
     return "number" if f.type in (float, "float") else "duration"
 
 
 def value_knobs() -> list[Knob]:
-    """Thresholds, durations and objectives: every alerts key but the bucket bounds, the SLO
-    objectives, the GPU limits."""
+    """Thresholds, durations and objectives: every number and string of the alert sections but
+    those the config marks (`knob(bucket_bound=...)`, `shapes_rules`), structures and job names."""
+    texts = {(k.section, k.key) for k in text_knobs()}
     out = []
-    for f in dataclasses.fields(AlertsSection):
-        if not f.metadata["mixin"]:
-            continue  # a bucket bound or a value that shapes the rules (config.knob)
-        kind = _kind(f)
-        out.append(Knob(camel(f.name), "alerts", f.name, kind, f.metadata["doc"]))
-    for key in ("ttft_objective", "itl_objective", "availability_objective"):
-        out.append(Knob(camel(key), "slo", key, "objective", _doc(SloSection, key)))
-    for key in ("min_requests", "min_tokens", "min_bad_events"):
-        out.append(Knob(camel(f"slo_{key}"), "slo", key, "number", _doc(SloSection, key)))
-    for f in dataclasses.fields(PagingSection):
-        if f.name == "expected_replicas":
-            continue  # per model: structure, written as generated
-        kind = _kind(f)
-        out.append(Knob(camel(f.name), "paging", f.name, kind, f.metadata["doc"]))
-    for f in dataclasses.fields(GpuSection):
-        if f.name in GPU_KNOBS:
+    for section, fields, prefix in VALUE_SECTIONS:
+        for f in dataclasses.fields(fields):
+            value = f.type in (float, "float", str, "str")
+            if not f.metadata["mixin"] or not value or (section, f.name) in texts:
+                continue
             kind = _kind(f)
-            out.append(Knob(camel(f"gpu_{f.name}"), "gpu", f.name, kind, f.metadata["doc"]))
+            name = camel(f.name if kind == "objective" else prefix + f.name)
+            out.append(Knob(name, section, f.name, kind, f.metadata["doc"]))
     return out
 
 
