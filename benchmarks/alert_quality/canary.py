@@ -1,8 +1,6 @@
-"""The canary probe over the simulated fleet: vllm-probe's own metrics code fed with what each probe
-of a simulated server comes to, at the real probe's interval, timeout and jitter. Each probe is a
-real request queued in the replica's engine; its outcomes by server state are in the README. Its
-/ready (the probe's own rule: failures with the engine's token counters still) gates routing.
-"""
+"""The canary probe over the simulated fleet: vllm-probe's own metrics and /ready rule fed with each
+simulated probe's outcome (a real request queued in the replica's engine; the README lists them by
+server state), at the real probe's interval, timeout and jitter. Its /ready gates routing."""
 
 from __future__ import annotations
 

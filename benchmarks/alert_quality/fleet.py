@@ -1,8 +1,6 @@
-"""The simulated fleet: each scenario model's replicas behind a Service that spreads requests at
-random over the ready ones (serving, and ready by the canary's /ready when one probes them; with
-none ready a request fails, as with no endpoints). Incidents are changes scheduled on members
-(incidents.py); a restarted server gets a fresh engine and counters.
-"""
+"""The simulated fleet: each model's replicas behind a Service spreading requests over the ready ones
+(serving, and ready by the canary's /ready where one probes; none ready fails the request). Incidents
+are changes scheduled on members (incidents.py); a restarted server gets a fresh engine and counters."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Every panel query of the bundle's dashboards (or of vLLM's own) as Grafana would send it (variables
-as a dashboard opens, `$__rate_interval` = 4 x the scrape interval, `$__range` = the range), and the
-same query from the raw series: each recording rule replaced by its definition, the panel's matchers
-pushed down.
-"""
+"""Every panel query of the bundle's dashboards (or vLLM's own) as Grafana sends it (variables as a
+dashboard opens, `$__rate_interval` = 4 scrape intervals, `$__range`), and the same query on the raw
+series: each recording rule replaced by its definition, the panel's matchers pushed down."""
 
 from __future__ import annotations
 

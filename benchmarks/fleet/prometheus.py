@@ -161,26 +161,21 @@ class Prometheus:
 
     def timed_range(self, expr: str, start: float, end: float, step: float) -> QueryTiming:
         """One query_range, timed from request to the last byte of the answer."""
-        params = urllib.parse.urlencode(
-            {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}", "stats": "all"}
-        )
-        began = time.perf_counter()
-        status, body = self._get(f"/api/v1/query_range?{params}", timeout=900)
-        wall = time.perf_counter() - began
-        data = json.loads(body)
-        if status != 200 or data.get("status") != "success":
-            raise RuntimeError(f"query_range failed ({status}): {expr}\n{body[:800]!r}")
-        return QueryTiming(wall, len(body), len(data["data"]["result"]), data["data"].get("stats", {}))
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        return self._timed("query_range", params)
 
     def timed_instant(self, expr: str, at: float) -> QueryTiming:
         """One instant query (a table's), timed like `timed_range`."""
-        params = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}", "stats": "all"})
+        return self._timed("query", {"query": expr, "time": f"{at:.3f}"})
+
+    def _timed(self, api: str, params: dict[str, str]) -> QueryTiming:
+        query = urllib.parse.urlencode({**params, "stats": "all"})
         began = time.perf_counter()
-        status, body = self._get(f"/api/v1/query?{params}", timeout=900)
+        status, body = self._get(f"/api/v1/{api}?{query}", timeout=900)
         wall = time.perf_counter() - began
         data = json.loads(body)
         if status != 200 or data.get("status") != "success":
-            raise RuntimeError(f"query failed ({status}): {expr}\n{body[:800]!r}")
+            raise RuntimeError(f"{api} failed ({status}): {params['query']}\n{body[:800]!r}")
         return QueryTiming(wall, len(body), len(data["data"]["result"]), data["data"].get("stats", {}))
 
     def label_values(

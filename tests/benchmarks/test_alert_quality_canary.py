@@ -1,7 +1,6 @@
-"""The simulated fleet's canary answers as the real probe would: successes on a healthy replica,
-refusals while nothing listens, timeouts on a hung engine whose /health is 200, 5xx in an error
-burst; it writes the real probe's series, and its /ready takes a hung replica out of the Service
-but leaves an overloaded one in."""
+"""The simulated canary answers as the real probe would (success when healthy, refusal while nothing
+listens, timeout on a hung engine, 5xx in an error burst), writes the real probe's series, and its
+/ready takes a hung replica out of the Service but leaves an overloaded one in."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ import gzip
 import json
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -23,8 +22,10 @@ from benchmarks.fleet.fleet import CONDITIONS, file_sd_targets, plan
 from benchmarks.fleet.load_model import load_profiles
 from benchmarks.fleet.measure import check_equivalence
 from benchmarks.fleet.panels import inline, panel_queries, recording_rules
-from benchmarks.fleet.prometheus import Prometheus, free_port, write_config
+from benchmarks.fleet.prometheus import Prometheus, write_config
 from benchmarks.fleet.simulator import Fleet
+
+from tests.support.simulated_fleet import simulated_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -232,28 +233,7 @@ def test_simulated_fleet_in_a_real_prometheus(tmp_path):
     """12 engines scraped every second by the real Prometheus with the bundle's rules: every
     engine is a distinct target, the stalled engine's tokens stop, and each raw panel query
     answers exactly like its recorded version."""
-    port = free_port()
-    targets, manifest = tmp_path / "targets.json", tmp_path / "fleet.json"
-    simulator = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.fleet.simulator",
-            "--engines",
-            "12",
-            "--port",
-            str(port),
-            "--targets",
-            str(targets),
-            "--manifest",
-            str(manifest),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        assert b"serving 12 engines" in simulator.stdout.readline()
+    with simulated_fleet(tmp_path) as (port, targets, manifest, _):
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/engines/3/metrics", headers={"Accept-Encoding": "gzip"}
         )
@@ -303,10 +283,6 @@ def test_simulated_fleet_in_a_real_prometheus(tmp_path):
             different = [c for c in checked if c["matching"] != c["series"] or c["series"] != c["raw_series"]]
             assert not different, different
             assert all(c["series"] > 0 for c in checked)
-    finally:
-        simulator.terminate()
-        simulator.wait(timeout=10)
-        simulator.stdout.close()
 
 
 def _every_group_evaluated_since(prom: Prometheus, since: float) -> bool:

@@ -16,7 +16,9 @@ from benchmarks.fleet import report
 from benchmarks.fleet.machine import CpuMeter
 from benchmarks.fleet.measure import comparison, interleave, time_panels, unexposed
 from benchmarks.fleet.panels import PanelQuery, all_value, metric_names, panel_queries
-from benchmarks.fleet.prometheus import Prometheus, free_port
+from benchmarks.fleet.prometheus import Prometheus
+
+from tests.support.simulated_fleet import simulated_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 SELECTOR = 'job=~"$job", model_name=~"$model_name", instance=~"$instance"'
@@ -234,28 +236,7 @@ def test_vllm_style_queries_resolved_and_timed_on_a_real_prometheus(tmp_path):
     """12 simulated engines in a real Prometheus: the All of a vLLM-style dashboard lists every
     instance Prometheus holds, a query of a metric the fleet lacks is set apart, and the rest are
     timed interleaved with a bundle-style query, each answering for every engine."""
-    port = free_port()
-    targets = tmp_path / "targets.json"
-    simulator = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.fleet.simulator",
-            "--engines",
-            "12",
-            "--port",
-            str(port),
-            "--targets",
-            str(targets),
-            "--manifest",
-            str(tmp_path / "fleet.json"),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        assert b"serving 12 engines" in simulator.stdout.readline()
+    with simulated_fleet(tmp_path) as (_, targets, _, simulator_pid):
         instances = sorted(g["labels"]["instance"] for g in json.loads(targets.read_text()))
         config = tmp_path / "prometheus.yml"
         config.write_text(
@@ -305,7 +286,7 @@ def test_vllm_style_queries_resolved_and_timed_on_a_real_prometheus(tmp_path):
                 ("vllm", "C", ["vllm:nixl_xfer_time_seconds_count"])
             ]
             timed = [q for q in theirs if q.ref != "C"]
-            meter = CpuMeter((prom.process.pid, simulator.pid))
+            meter = CpuMeter((prom.process.pid, simulator_pid))
             rows = time_panels(prom, interleave(ours, timed), 60, 1, 1, meter, 2.0, 0, 0, log=lambda m: None)
         assert [(r["source"], r["ref"], r["instant"]) for r in rows] == [
             ("vllm", "B", True),
@@ -316,7 +297,3 @@ def test_vllm_style_queries_resolved_and_timed_on_a_real_prometheus(tmp_path):
         verdict = comparison(rows, skipped)
         assert verdict["vllm"]["all"]["queries"] == 2 and verdict["vllm"]["all"]["skipped"] == 1
         assert verdict["bundle"]["all"]["queries"] == 1
-    finally:
-        simulator.terminate()
-        simulator.wait(timeout=10)
-        simulator.stdout.close()

@@ -1,7 +1,6 @@
-"""/ready: what a Kubernetes readiness probe asks the canary instead of vLLM's /health. The rule
-step by step on the probe's state (failed canaries, and the engine's progress counters read after
-each), the counters read from real expositions, then a real probe process against the stand-in in
-states that hold; the real SIGSTOP hang is in test_live_vllm.py, under overload in test_live_overload.py."""
+"""/ready, which a Kubernetes readiness probe asks instead of vLLM's /health: the rule on the probe's
+state (failed canaries, progress counters), counters from real expositions, a real probe against the
+stand-in; the real SIGSTOP is in test_live_vllm.py, the overload in test_live_overload.py."""
 
 from __future__ import annotations
 
