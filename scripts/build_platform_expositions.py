@@ -1,23 +1,6 @@
 """Build the expositions a platform would serve for the same vLLM server, from a real capture.
 
-No Ray cluster or KServe installation runs here, so the platforms' forms of the real vLLM
-0.32.0 capture are constructed with the rules of generator/vllm_obs/catalog/platforms.yaml
-(read from the platforms' source; see its `sources`):
-
-    python scripts/build_platform_expositions.py
-
-writes tests/fixtures/metrics/platforms/:
-- vllm-0.32.0-cpu-traffic-ray.prom: Ray Serve LLM on Ray 2.52 (OpenTelemetry exporter):
-  every vllm: series renamed ray_vllm_..., Ray's labels added, no _created, no http_* and no
-  process_* of vLLM (a Ray node's port has the Ray agent's process series instead);
-- vllm-0.32.0-cpu-traffic-ray-colon.prom: the same from vLLM 0.9.1-0.10.2 under Ray's
-  OpenCensus exporter, which kept the colon (ray_vllm:...);
-- vllm-0.32.0-cpu-traffic-kserve.prom: KServe's Hugging Face runtime behind its metric
-  aggregation: vLLM's names unchanged, service_name/configuration_name/revision_name added
-  to every application series, and KServe's own request_*_seconds histograms;
-- vllm-0.32.0-cpu-traffic-kserve-llmisvc.prom: an LLMInferenceService engine as Prometheus holds
-  it when KServe's PodMonitor and a plain scrape both take it: the page as is, beside its copy
-  with every name prefixed kserve_ and the llm_isvc_* labels the PodMonitor adds.
+Writes tests/fixtures/metrics/platforms/ (`python scripts/build_platform_expositions.py`); docs/scripts.md lists them.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """Build /metrics expositions of older vLLM releases from the per-release metric tables.
 
-No older vLLM runs on this machine, so the generator's tests read expositions shaped
-exactly like prometheus_client would print them for each release: names, types, label
-names and histogram buckets come from the table of metric definitions read out of each
-release's source (one CSV row per release and metric: version, engine, defined_name,
-type, exposed_samples, labels, buckets, condition). Only series a default server
-exposes are given samples; a series declared but only filled by an optional feature
-appears as HELP/TYPE without samples, as it does on a real server.
-
-    python scripts/build_reference_expositions.py --csv PATH/vllm-metrics-by-version.csv
-
-writes tests/fixtures/metrics/reference/vllm-<release>-<engine>.prom. A release newer than
-the table is read from its own source distribution instead (`pip download --no-deps
---no-binary :all: vllm==X`, extracted): the metric constructors of the files below, the
-`if` each sits under, and the bucket families of its vllm/v1/metrics/buckets.py:
-
-    python scripts/build_reference_expositions.py --source PATH/vllm-0.34.0
+`--csv PATH/vllm-metrics-by-version.csv`, or `--source PATH/vllm-X` for a newer release (docs/scripts.md).
 """
 
 from __future__ import annotations

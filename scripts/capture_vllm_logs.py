@@ -1,18 +1,7 @@
 #!/usr/bin/env python3
 """Capture real vLLM (0.32.0 CPU) server logs for the log exporter's golden tests.
 
-Each scenario starts the real server through tests/support/vllm_server.py, provokes one
-kind of event, and leaves the server's combined stdout+stderr in
-tests/fixtures/logs/vllm-0.32.0-cpu-<scenario>.log. Run it again to refresh the fixtures,
-then regenerate the expected outputs with
-`VLLM_LOG_EXPORTER_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/exporter/test_golden.py`,
-and review the diff. Samples in patterns.yaml marked `source: captured` must still occur
-in the captures, numbers aside (tests/exporter/test_patterns.py checks it).
-
-    .venv/bin/python scripts/capture_vllm_logs.py [normal engine_killed startup_failed runtime_oom
-                                                   start_stop restart_loop ...]
-
-Only one vLLM server runs at a time: the test machine has two cores.
+`.venv/bin/python scripts/capture_vllm_logs.py [SCENARIO ...]`; docs/scripts.md says how to refresh the goldens.
 """
 
 from __future__ import annotations
@@ -158,18 +147,8 @@ ALLOCATION_FAILURE = rb"can't allocate memory"
 
 
 def capture_runtime_oom(log: Path, margins_mib: list[int]) -> None:
-    """A real allocation failure inside the running engine.
-
-    The server starts without a limit (startup maps a lot of address space). Once it
-    is serving, prlimit(1) caps the address space of the process that runs the model
-    (the VLLM::Worker under the EngineCore) a little above what it already maps, and a
-    burst of long, distinct prompts (prefix caching off) needs more than that margin.
-
-    Which allocation fails first depends on the margin: with 4 MiB oneDNN fails with
-    "could not create a primitive"; with 32 MiB torch's DefaultCPUAllocator fails with
-    "can't allocate memory"; with 128 MiB the burst fits. Margins are tried in order
-    until torch's allocator is the one that fails.
-    """
+    """A real allocation failure inside the running engine: the worker's address space capped a
+    little above what it maps, then a burst of long distinct prompts (margins: docs/scripts.md)."""
     for margin in margins_mib:
         outcome = _runtime_oom_attempt(log, margin)
         if outcome and log_has(log, ALLOCATION_FAILURE):
@@ -263,13 +242,8 @@ STARTUP_FAILURE = rb"EngineCore failed to start"
 
 
 def capture_restart_loop(log: Path, failures: int = 3) -> None:
-    """A restart loop, for real: a server that cannot fit its --max-model-len is started
-    `failures` times, then a good one starts, serves a request and is stopped (SIGTERM).
-
-    Each attempt's output is appended to the same log, as a restart policy (systemd,
-    docker --restart, a Kubernetes container restart) writing to one file does. Every
-    failing attempt must really fail: exit status not 0 and the engine's failure logged.
-    """
+    """A real restart loop: a server that cannot fit its --max-model-len started `failures` times
+    into one log, then a good one that serves a request and is stopped (docs/scripts.md)."""
     log.write_bytes(b"")
     attempt_log = log.with_name(log.name + ".attempt")
     try:

@@ -1,15 +1,6 @@
 """Capture real /metrics expositions of the vLLM CPU build, for the generator's fast tests.
 
-Starts the real server (tests/support/vllm_server.py) with the tiny local model and
-saves its /metrics when idle and after a little traffic (including request errors):
-
-    python scripts/capture_vllm_metrics.py             # the plain server
-    python scripts/capture_vllm_metrics.py spec-decode # n-gram speculative decoding on
-    python scripts/capture_vllm_metrics.py data-parallel
-
-writes tests/fixtures/metrics/vllm-<release>-cpu-{idle,traffic}.prom (plain) or
-vllm-<release>-cpu-<feature>.prom. Run it again to refresh the fixtures after changing the
-vLLM release the tests use.
+`python scripts/capture_vllm_metrics.py [spec-decode|data-parallel]`; docs/scripts.md lists what it writes.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 #!/usr/bin/env python3
 """Create the stack's secrets when they are missing: `make secrets` (run by `make generate`).
-
-    python3 stack/make_secrets.py [DIR]      # DIR defaults to secrets/ of this checkout
-
-* DIR/grafana-admin-password and DIR/vllm-api-key: 32 random bytes, URL-safe base64,
-  written only when the file is missing. An existing file is kept as it is (your own
-  password or key), unless it is empty: that is an error, exit status 2.
-* DIR is made private (0700): other users of the host cannot read what it holds. The
-  files in it are 0644 because the containers read them as their own, non-root users
-  (Grafana, the exporters) through bind mounts, which do not pass through DIR.
-* DIR/alertmanager/ is created for Alertmanager's routing keys and webhook URLs.
-
-Git ignores everything in DIR but its README.md and .gitignore.
-"""
+`python3 stack/make_secrets.py [DIR]`, DIR defaulting to secrets/ of this checkout; what it
+writes and with which modes: docs/scripts.md."""
 
 from __future__ import annotations
 

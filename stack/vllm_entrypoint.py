@@ -1,29 +1,6 @@
 #!/usr/bin/env python3
 """Run vLLM as a child process: its output goes to stdout and to a size-rotated log file.
-
-    python3 vllm_entrypoint.py --log-file /var/log/vllm/vllm.log [--max-bytes 10485760]
-        [--backups 5] [--api-key-file /run/secrets/vllm-api-key] [--extra-args "ARGS"]
-        -- vllm serve MODEL ...
-
-Why not `sh -c "vllm serve ... | tee -a vllm.log"`: the shell becomes PID 1 of the
-container and ignores SIGTERM, so `docker compose down` kills vLLM after the grace period
-instead of letting it finish its requests; and nothing rotates the file, so a stack left
-running fills its disk. This wrapper:
-
-* forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to vLLM and exits with
-  vLLM's exit status (128 + N when vLLM died of signal N);
-* copies vLLM's combined stdout and stderr to its own stdout (`docker logs` keeps working)
-  and to --log-file, which it renames to --log-file.1 (shifting older copies up to
-  --backups, the oldest dropped) once the file holds --max-bytes. Rotation happens only
-  at the end of a line, so the log exporter never sees a line cut in two; only a single
-  line longer than --max-bytes is cut, when the file reaches twice that size. No file
-  exceeds 2 x max-bytes: the disk holds at most (backups + 1) x 2 x max-bytes;
-* reads vLLM's API key from --api-key-file and hands it to vLLM as VLLM_API_KEY, so the
-  key never appears in a command line, in `docker inspect` or in the compose file.
-
-It uses the standard library only: it runs on the Python of the vLLM image.
-Exit status: vLLM's; 2 for a usage error (one sentence on stderr); 127 when the command
-cannot be started.
+Signals reach vLLM, its exit status is ours; docs/scripts.md says why a shell and tee do not do.
 """
 
 from __future__ import annotations
