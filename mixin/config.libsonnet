@@ -53,10 +53,10 @@
     // requests waiting above this (per replica and model) warns, while alerts.max_num_seqs is 0;
     // with it set, queue_waiting_per_slot decides (vllm-obs.yml alerts.queue_waiting_threshold)
     queueWaitingThreshold: 20,
-    // how long the queue must stay above the threshold; a queue inflates time to first token within
-    // seconds, so keep it short: 1m where bursts drain within a minute, 2m at most otherwise
+    // how long the queue must stay above the threshold: longer than a normal peak's queue lasts
+    // (docs/alerts.md, 'How long saturation must last'); a queue users feel pages as SLO burn
     // (vllm-obs.yml alerts.queue_for)
-    queueFor: '2m',
+    queueFor: '5m',
     // VllmSchedulerThrottled: the queue grows while KV-cache usage stays below this (vllm-obs.yml
     // alerts.throttled_kv_usage_below)
     throttledKvUsageBelow: 0.5,
@@ -67,8 +67,10 @@
     throttledFor: '10m',
     // KV-cache usage (0-1) above this warns (vllm-obs.yml alerts.kv_usage_threshold)
     kvUsageThreshold: 0.9,
-    // how long KV-cache usage must stay above the threshold (vllm-obs.yml alerts.kv_usage_for)
-    kvUsageFor: '1m',
+    // how long KV-cache usage must stay above the threshold while requests wait: longer than a
+    // normal peak fills it (docs/alerts.md, 'How long saturation must last') (vllm-obs.yml
+    // alerts.kv_usage_for)
+    kvUsageFor: '5m',
     // VllmKVCacheFillingUp: history used for the linear prediction (vllm-obs.yml
     // alerts.kv_predict_window)
     kvPredictWindow: '15m',
@@ -150,6 +152,17 @@
     // how long rule evaluations, notifications or a configuration reload must keep failing before
     // the monitoring pipeline pages (vllm-obs.yml alerts.pipeline_for)
     pipelineFor: '10m',
+    // VllmObsNotificationsFailing: the window its failed notifications are counted over, as a share
+    // of the attempts in it (vllm-obs.yml alerts.notification_window)
+    notificationWindow: '30m',
+    // VllmObsNotificationsFailing: the share of notifications (per Alertmanager integration, or of
+    // alerts Prometheus sends) that may fail within notification_window; the pager's integration
+    // pages above it, any other warns (vllm-obs.yml alerts.notification_failure_ratio)
+    notificationFailureRatio: 0.1,
+    // VllmObsNotificationsFailing: notifications attempted within notification_window before their
+    // failures are judged, so one failed retry of a quiet pipeline alerts nobody (vllm-obs.yml
+    // alerts.notification_min_attempts)
+    notificationMinAttempts: 3,
 
     // Service-level objectives of the budget-burn alerts.
     // share of requests that must meet the TTFT threshold (vllm-obs.yml slo.ttft_objective)
@@ -192,10 +205,10 @@
     // Links and dashboards.
     // each alert's runbook_url: %s is the alert name in lower case (the section's anchor)
     // (vllm-obs.yml links.runbook_url)
-    runbookURLPattern: 'alerts/runbooks.md#%s',
-    // Grafana base URL, for the dashboard links in alert annotations (vllm-obs.yml
-    // links.grafana_url)
-    grafanaURL: 'http://localhost:3000',
+    runbookURLPattern: '',
+    // Grafana base URL your responders can open, for the dashboard links in alert annotations;
+    // unset: alerts carry no dashboard_url (vllm-obs.yml links.grafana_url)
+    grafanaURL: '',
     // uid of each dashboard, by file name (vllm-obs.yml dashboards.uid_prefix)
     dashboardUIDs: {
       'vllm-overview.json': 'vllm-obs-overview',

@@ -64,7 +64,8 @@ def markdown(summary: dict) -> str:
         "",
         f"Healthy time: {h['replica_seconds'] / 86400:.2f} replica-days; pages in it {h['pages']} "
         f"({h['pages_per_day_per_100_replicas']:.2f} per day of 100 replicas); pages no incident "
-        f"deserved, a ticket-worthy one's included: {h['undeserved_pages']}.",
+        f"deserved, a ticket-worthy one's included: {h['undeserved_pages']}; chat in it "
+        f"{h.get('chat', '-')} (a planned rollout's included).",
     ]
     for label, key in (("Stray pages", "stray_pages"), ("Stray tickets", "stray_tickets")):
         if h[key]:
@@ -133,6 +134,11 @@ def side_by_side(summaries: list[dict]) -> str:
     lines.append(
         "| healthy time: pages per day of 100 replicas | 0 | "
         + " | ".join(f"{x['healthy']['pages_per_day_per_100_replicas']:.2f}" for x in summaries)
+        + " |"
+    )
+    lines.append(
+        "| healthy time: chat notifications | 0 | "
+        + " | ".join(str(x["healthy"].get("chat", "-")) for x in summaries)
         + " |"
     )
     lines.append("")

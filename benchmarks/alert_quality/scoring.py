@@ -94,12 +94,19 @@ class Score:
     healthy_replica_seconds: float  # each replica's time outside its model's incident windows, summed
     undeserved: int = 0  # pages no incident holding them deserved, a ticket-worthy cause's included
     unexplained_healthy: int = 0  # of those, pages only incidents that must not notify held
+    unexplained_chat: int = 0  # chat notifications only incidents that must not notify held
 
     @property
     def healthy_pages(self) -> int:
         """Pages while nothing deserved one: stray pages and pages only incidents that must not
         notify held."""
         return len(self.stray_pages) + self.unexplained_healthy
+
+    @property
+    def healthy_chat(self) -> int:
+        """Chat notifications while nothing deserved one: stray ones and those only incidents that
+        must not notify held (a planned rollout's)."""
+        return len(self.stray_tickets) + self.unexplained_chat
 
     @property
     def undeserved_pages(self) -> int:
@@ -191,7 +198,7 @@ def score(
     }
     stray_pages: list[Notification] = []
     stray_tickets: list[Notification] = []
-    undeserved = unexplained_healthy = 0
+    undeserved = unexplained_healthy = unexplained_chat = 0
     for n, kind, update in classified(notifications, routing):
         holding = _incidents_of(n, scenario.incidents, model_of, grace)
         if not holding:
@@ -203,6 +210,8 @@ def score(
         if kind == "page" and not update:
             undeserved += deserved < RANK["page"]
             unexplained_healthy += deserved == RANK["none"]
+        if kind == "ticket":
+            unexplained_chat += deserved == RANK["none"]
         for incident in holding:
             row = rows[incident.id]
             since = n.at - incident.at
@@ -230,6 +239,7 @@ def score(
         ),
         undeserved=undeserved,
         unexplained_healthy=unexplained_healthy,
+        unexplained_chat=unexplained_chat,
     )
 
 

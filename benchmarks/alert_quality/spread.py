@@ -70,6 +70,7 @@ def combine(runs: dict[int, dict[str, dict]]) -> dict:
             "healthy": {
                 "replica_days": figure([h["replica_seconds"] / 86_400 for h in healthy]),
                 "pages": figure([h["pages"] for h in healthy]),
+                "chat": figure([h.get("chat") for h in healthy]),
                 "pages_per_day_per_100_replicas": figure(
                     [h["pages_per_day_per_100_replicas"] for h in healthy]
                 ),
@@ -170,6 +171,11 @@ def markdown(combined: dict) -> str:
             f"{_text(combined['rules'][n]['healthy']['replica_days'])} replica-days"
             for n in names
         )
+        + " |"
+    )
+    lines.append(
+        "| healthy time: chat notifications | 0 | "
+        + " | ".join(_text(combined["rules"][n]["healthy"]["chat"]) for n in names)
         + " |"
     )
     for other, rows in combined["comparisons"].items():

@@ -87,6 +87,12 @@ def rewrite(alert_rules: dict, recorded: set[str], cfg: BundleConfig) -> dict:
             rule["expr"] = tier_expression(slo.metric, tier, slo.budget, fleet)
             rule["for"] = tier.hold
             rule["labels"] = {**labels, "severity": tier.severity}
+            # Its own words: the bundle's description queries series the workbook's tiers need not record.
+            rule.setdefault("annotations", {})["description"] = (
+                "Model {{ $labels.model_name }} (job {{ $labels.job }}) misses its SLO on "
+                f"{{{{ $value | humanizePercentage }}}} of its events over {tier.long}, and over {tier.short} "
+                f"too: more than {tier.factor:g}x its {slo.budget:.2%} budget (the SRE workbook's tier)."
+            )
             seen.setdefault(name, set()).add(key)
     for name in by_alert:
         missing = set(tiers) - seen.get(name, set())

@@ -9,39 +9,69 @@ from typing import Any
 
 from .config import AlertmanagerSection, Receiver
 from .errors import BundleError
-from .rules.areas.meta import HEARTBEAT
+from .rules.areas.meta import HEARTBEAT, NOTIFICATIONS_FAILING, pager_integrations
 from .rules.assembly import InhibitRule
 from .vocabulary import Scope, Vocabulary
 
+# Each replica (instance) of a group once, in the order Alertmanager sorts alerts (job, instance);
+# `$seen` holds the replicas listed so far, matched with every character but [A-Za-z0-9_-] escaped.
+_NEW_REPLICA = (
+    '{{ if not (match (printf "(^|,)%s," (reReplaceAll "([^A-Za-z0-9_-])" "\\\\$1" .Labels.instance)) $seen) }}'
+)
+_SEEN = '{{ $seen = printf "%s%s," $seen .Labels.instance }}'
+# The alerts a notification is about: the firing ones, or every one once the group resolved.
+_ABOUT = '{{ $about := .Alerts.Firing }}{{ if eq .Status "resolved" }}{{ $about = .Alerts }}{{ end }}'
 SLACK_TITLE = (
     '[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}] '
-    # A page groups every critical alert of a model: no common alertname, so the first one's.
+    # A page's chat copy groups every critical alert of a model: no common alertname, so the first one's.
     "{{ if .CommonLabels.alertname }}{{ .CommonLabels.alertname }}"
-    "{{ else }}{{ (index .Alerts 0).Labels.alertname }} and more{{ end }}"
-    "{{ if .CommonLabels.model_name }} {{ .CommonLabels.model_name }}{{ end }}"
-    "{{ if .CommonLabels.instance }} on {{ .CommonLabels.instance }}{{ end }}"
+    "{{ else }}{{ (index .Alerts 0).Labels.alertname }} and others{{ end }}"
+    "{{ with .CommonLabels.model_name }} model {{ . }}{{ end }}"
+    + _ABOUT
+    + '{{ $seen := "" }}{{ $one := "" }}{{ $n := "" }}{{ range $about }}{{ if .Labels.instance }}'
+    + _NEW_REPLICA
+    + _SEEN
+    + '{{ $one = .Labels.instance }}{{ $n = printf "%sx" $n }}{{ end }}{{ end }}{{ end }}'
+    "{{ if eq (len $n) 1 }} on {{ $one }}{{ else if $n }} on {{ len $n }} replicas{{ end }}"
 )
 SLACK_TEXT = (
-    "{{ range .Alerts }}*{{ .Annotations.summary }}*\n{{ .Annotations.description }}\n"
-    "Runbook: {{ .Annotations.runbook_url }}\nDashboard: {{ .Annotations.dashboard_url }}\n{{ end }}"
+    # The group's first summary and links, then each replica once with its description.
+    "{{ with index .Alerts 0 }}*{{ .Annotations.summary }}*\n"
+    "{{ with .Annotations.runbook_url }}Runbook: {{ . }}\n{{ end }}"
+    "{{ with .Annotations.dashboard_url }}Dashboard: {{ . }}\n{{ end }}{{ end }}"
+    + _ABOUT
+    + '{{ $seen := "" }}{{ range $about }}{{ if .Labels.instance }}'
+    + _NEW_REPLICA
+    + _SEEN
+    + "- {{ .Labels.instance }}: {{ .Annotations.description }}\n{{ end }}"
+    "{{ else }}- {{ .Annotations.description }}\n{{ end }}{{ end }}"
 )
 
 
 def _severity_routes(
-    pager: str, chat: str, info: str | None, pages: list[str], page_interval: str
+    pager: str, chat: str, info: str | None, pages: list[str], am: AlertmanagerSection
 ) -> list[dict[str, Any]]:
     """Pages to the pager and to chat, one group per model (one PagerDuty incident); warnings to chat,
-    per replica. A page group renotifies after `page_interval`, so a model's next outage that joins a
-    resolved group is not held back a whole group_interval (docs/alerts.md)."""
-    page = {"matchers": ['severity="critical"'], "group_by": pages, "group_interval": page_interval}
+    per model and alert. A page group renotifies the pager after `page_group_interval` (a model's next
+    outage is not held back: docs/alerts.md), its chat copy only after `page_chat_interval`."""
+    page = {"matchers": ['severity="critical"'], "group_by": pages}
     out: list[dict[str, Any]] = [
-        {"receiver": pager, **page, "continue": True},
-        {"receiver": chat, **page},
+        {"receiver": pager, **page, "group_interval": am.page_group_interval, "continue": True},
+        {"receiver": chat, **page, "group_interval": am.page_chat_interval},
         {"receiver": chat, "matchers": ['severity="warning"']},
     ]
     if info is not None:
         out.append({"receiver": info, "matchers": ['severity="info"']})
     return out
+
+
+def _failing_pager_route(am: AlertmanagerSection, chat: str) -> list[dict[str, Any]]:
+    """The alert that the pager's own integration fails goes to chat, never to that pager."""
+    pagers = pager_integrations(am)
+    if not pagers:
+        return []
+    matchers = [f'alertname="{NOTIFICATIONS_FAILING}"', _one_of("integration", pagers)]
+    return [{"receiver": chat, "matchers": matchers, "continue": False}]
 
 
 def _page_group_by(labels: list[str], sc: Scope) -> list[str]:
@@ -83,6 +113,7 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
             "repeat_interval": am.watchdog_repeat_interval,
         }
     ]
+    routes += _failing_pager_route(am, warning)
     for i, team in enumerate(am.teams):
         if not team.matchers:
             raise BundleError(
@@ -94,10 +125,10 @@ def alertmanager_config(v: Vocabulary, inhibitions: list[InhibitRule]) -> dict[s
             {
                 "receiver": team_warning,
                 "matchers": list(team.matchers),
-                "routes": _severity_routes(team_critical, team_warning, None, pages, am.page_group_interval),
+                "routes": _severity_routes(team_critical, team_warning, None, pages, am),
             }
         )
-    routes += _severity_routes(critical, warning, info, pages, am.page_group_interval)
+    routes += _severity_routes(critical, warning, info, pages, am)
     out: dict[str, Any] = {}
     smtp = _smtp(am)
     if smtp:
@@ -193,8 +224,8 @@ def _receiver(name: str, r: Receiver, am: AlertmanagerSection, summary: str) -> 
                 # A page groups one alert of one model across its replicas: the runbook and the
                 # dashboard are the group's, every replica's description is listed.
                 "details": {
-                    "runbook": "{{ (index .Alerts 0).Annotations.runbook_url }}",
-                    "dashboard": "{{ (index .Alerts 0).Annotations.dashboard_url }}",
+                    "runbook": "{{ with (index .Alerts 0).Annotations.runbook_url }}{{ . }}{{ end }}",
+                    "dashboard": "{{ with (index .Alerts 0).Annotations.dashboard_url }}{{ . }}{{ end }}",
                     "firing": "{{ .Alerts.Firing | len }}",
                     "descriptions": "{{ range .Alerts.Firing }}{{ .Annotations.description }}\n{{ end }}",
                     "resolved": "{{ range .Alerts.Resolved }}{{ .Annotations.description }}\n{{ end }}",
@@ -207,7 +238,7 @@ def _receiver(name: str, r: Receiver, am: AlertmanagerSection, summary: str) -> 
                 "api_key_file": r.secret_file,
                 "send_resolved": r.send_resolved,
                 "priority": '{{ if eq .CommonLabels.severity "critical" }}P1{{ else }}P3{{ end }}',
-                "description": "{{ range .Alerts }}{{ .Annotations.description }}\nRunbook: {{ .Annotations.runbook_url }}\n{{ end }}",
+                "description": "{{ range .Alerts }}{{ .Annotations.description }}\n{{ with .Annotations.runbook_url }}Runbook: {{ . }}\n{{ end }}{{ end }}",
             }
         ]
     elif r.type == "slack":

@@ -149,9 +149,9 @@ class AlertsSection:
         shapes_rules=True,  # written only as its product with max_num_seqs
     )
     queue_for: str = knob(
-        "2m",
-        "how long the queue must stay above the threshold; a queue inflates time to first token "
-        "within seconds, so keep it short: 1m where bursts drain within a minute, 2m at most otherwise",
+        "5m",
+        "how long the queue must stay above the threshold: longer than a normal peak's queue lasts "
+        "(docs/alerts.md, 'How long saturation must last'); a queue users feel pages as SLO burn",
     )
     throttled_kv_usage_below: float = knob(
         0.5, "VllmSchedulerThrottled: the queue grows while KV-cache usage stays below this"
@@ -166,7 +166,11 @@ class AlertsSection:
         shapes_rules=True,
     )
     kv_usage_threshold: float = knob(0.90, "KV-cache usage (0-1) above this warns")
-    kv_usage_for: str = knob("1m", "how long KV-cache usage must stay above the threshold")
+    kv_usage_for: str = knob(
+        "5m",
+        "how long KV-cache usage must stay above the threshold while requests wait: longer than a "
+        "normal peak fills it (docs/alerts.md, 'How long saturation must last')",
+    )
     kv_predict_window: str = knob("15m", "VllmKVCacheFillingUp: history used for the linear prediction")
     kv_predict_horizon: str = knob("15m", "VllmKVCacheFillingUp: warn when full within this time")
     kv_predict_floor: float = knob(
@@ -244,6 +248,22 @@ class AlertsSection:
         "10m",
         "how long rule evaluations, notifications or a configuration reload must keep failing before "
         "the monitoring pipeline pages",
+    )
+    notification_window: str = knob(
+        "30m",
+        "VllmObsNotificationsFailing: the window its failed notifications are counted over, as a "
+        "share of the attempts in it",
+    )
+    notification_failure_ratio: float = knob(
+        0.1,
+        "VllmObsNotificationsFailing: the share of notifications (per Alertmanager integration, or "
+        "of alerts Prometheus sends) that may fail within notification_window; the pager's "
+        "integration pages above it, any other warns",
+    )
+    notification_min_attempts: float = knob(
+        3,
+        "VllmObsNotificationsFailing: notifications attempted within notification_window before "
+        "their failures are judged, so one failed retry of a quiet pipeline alerts nobody",
     )
 
 
@@ -394,8 +414,9 @@ class AlertmanagerSection:
         [], "extra routes tried before the severity routes, e.g. per team or per model"
     )
     group_by: list[str] = knob(
-        ["alertname", "job", "instance", "model_name"],
-        "labels that make one notification group of warnings and info (a ticket names the replica)",
+        ["alertname", "model_name"],
+        "labels that make one notification group of warnings and info: one per model and cause, its "
+        "message listing each replica once, so a cause on several replicas is one chat thread",
     )
     page_group_by: list[str] = knob(
         ["model_name", "namespace", "cluster"],
@@ -411,6 +432,11 @@ class AlertmanagerSection:
         "a resolved alert for 15 minutes, which keeps the group alive, and a next loss of capacity "
         "in that time joins it and waits for this instead of group_wait; PagerDuty files a group's "
         "updates in the incident it opened",
+    )
+    page_chat_interval: str = knob(
+        "15m",
+        "wait before posting a model's page group to chat again: its copy in chat says a page is open, "
+        "and PagerDuty holds the updates that page_group_interval sends every half minute",
     )
     repeat_interval: str = knob("4h", "re-send a still-firing alert this often")
     watchdog_repeat_interval: str = knob(
@@ -489,12 +515,14 @@ class GpuSection:
 @dataclass(frozen=True)
 class LinksSection:
     grafana_url: str = knob(
-        "http://localhost:3000", "Grafana base URL, for the dashboard links in alert annotations"
+        "",
+        "Grafana base URL your responders can open, for the dashboard links in alert annotations; "
+        "unset: alerts carry no dashboard_url",
     )
     runbook_url: str = knob(
-        "alerts/runbooks.md",
-        "where alerts/runbooks.md is published (e.g. your repository's URL to it); "
-        "each alert links to its own section",
+        "",
+        "where alerts/runbooks.md is published (e.g. your repository's URL to it); each alert links "
+        "to its own section; unset: alerts carry no runbook_url",
     )
 
 

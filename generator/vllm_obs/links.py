@@ -49,16 +49,25 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def link_warnings(cfg: BundleConfig) -> list[str]:
-    """Links in the alerts that a pager or a chat cannot open: a runbook path with no host, a
-    Grafana on the machine that runs it. Right for the compose stack on one machine, wrong once
-    the notifications leave it, so generation says so rather than refusing."""
+    """Links in the alerts that a pager or a chat cannot open, or none at all: unset, a runbook
+    path with no host, a Grafana on the machine that runs it. Said at generation, not refused."""
     out = []
-    if not urlparse(cfg.links.runbook_url).scheme:
+    if not cfg.links.runbook_url:
+        out.append(
+            "links.runbook_url is unset: pages carry no runbook link; set it to the URL where "
+            "alerts/runbooks.md is published."
+        )
+    elif not urlparse(cfg.links.runbook_url).scheme:
         out.append(
             f"links.runbook_url is the path {cfg.links.runbook_url}, which a pager or a chat cannot open; "
             "set it to the URL where alerts/runbooks.md is published."
         )
-    if urlparse(cfg.links.grafana_url).hostname in LOCAL_HOSTS:
+    if not cfg.links.grafana_url:
+        out.append(
+            "links.grafana_url is unset: pages carry no dashboard link; set it to the Grafana URL your "
+            "on-call reaches."
+        )
+    elif urlparse(cfg.links.grafana_url).hostname in LOCAL_HOSTS:
         out.append(
             f"links.grafana_url is {cfg.links.grafana_url}, which opens only on the machine running Grafana; "
             "set it to the Grafana URL your on-call reaches."

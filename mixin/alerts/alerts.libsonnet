@@ -24,8 +24,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM p95 time to first token is above 2.5s.',
               description: 'p95 time to first token of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold 2.5s, for ' + v.ttftFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmhightimetofirsttoken',
-              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=9992326' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmhightimetofirsttoken',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=9992326' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -41,8 +41,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM p95 inter-token latency (time per output token) is above 200ms.',
               description: 'p95 inter-token latency (time per output token) of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold 200ms, for ' + v.itlFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmhightimeperoutputtoken',
-              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=767126' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmhightimeperoutputtoken',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=767126' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -58,8 +58,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM p95 time waiting for a slot (queue time) is above 1s.',
               description: 'p95 time waiting for a slot (queue time) of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizeDuration }} (threshold 1s, for ' + v.queueTimeFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmhighqueuetime',
-              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=3224446' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmhighqueuetime',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=3224446' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -77,8 +77,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM requests are queueing.',
               description: '{{ $value }} requests are waiting on {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' (threshold ' + v.queueWaitingThreshold + ', for ' + v.queueFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmqueuedepthhigh',
-              dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=4244694' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmqueuedepthhigh',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=4244694' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -102,8 +102,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM\'s queue grows while the KV cache has room: the scheduler limits are the bottleneck.',
               description: 'The queue on {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' has kept growing for ' + v.throttledWindow + ' ({{ $value }} waiting for capacity, deferred requests left out) while KV-cache usage stays below ' + v.throttledKvUsageBelowPercent + ' and running requests sit at their peak of the last 1h; raise --max-num-seqs or --max-num-batched-tokens.',
-              runbook_url: c.runbookURLPattern % 'vllmschedulerthrottled',
-              dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=4244694' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmschedulerthrottled',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=4244694' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -123,8 +123,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM\'s KV cache is full and requests wait for it.',
               description: 'KV-cache usage of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' engine {{ $labels.engine }} is {{ $value | humanizePercentage }} (threshold ' + v.kvUsageThresholdPercent + ', for ' + v.kvUsageFor + ') while requests wait or are preempted.',
-              runbook_url: c.runbookURLPattern % 'vllmkvcachepressure',
-              dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=7252228' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmkvcachepressure',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=7252228' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -140,8 +140,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM\'s KV cache will be full soon.',
               description: 'KV-cache usage of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $value | humanizePercentage }} and, at the rate of the last ' + v.kvPredictWindow + ', will be full within ' + v.kvPredictHorizon + '.',
-              runbook_url: c.runbookURLPattern % 'vllmkvcachefillingup',
-              dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=7252228' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmkvcachefillingup',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=7252228' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -157,8 +157,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM is preempting requests for lack of KV cache.',
               description: '{{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' preempts {{ $value | humanize }} times per finished request (threshold ' + v.preemptionsPerRequest + ', for ' + v.preemptionsFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmpreemptions',
-              dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=5947869' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmpreemptions',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=5947869' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -179,8 +179,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'More than ' + v.errorRatioWarningPercent + ' of one vLLM replica\'s requests fail.',
               description: '{{ $value | humanizePercentage }} of the requests of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' failed (vLLM\'s errors or HTTP 5xx, the larger; threshold ' + v.errorRatioWarningPercent + ', for ' + v.errorsFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmrequesterrors',
-              dashboard_url: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=6728951' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmrequesterrors',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.instanceUID + '?orgId=1&viewPanel=6728951' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -207,8 +207,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM has requests in flight but processes no tokens: the engine is stuck.',
               description: '{{ $value }} requests are in flight on {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ', yet no prompt token was processed and no token generated for ' + v.stallWindow + '; /health may still answer 200. Restart the server.',
-              runbook_url: c.runbookURLPattern % 'vllmenginestalled',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=7212151' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmenginestalled',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=7212151' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -238,8 +238,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'Prometheus cannot scrape a vLLM server.',
               description: '{{ $labels.instance }}' + v.inCluster + ' (job {{ $labels.job }}) has not answered scrapes for ' + v.targetDownFor + ': the server is down or unreachable.',
-              runbook_url: c.runbookURLPattern % 'vllmtargetdown',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4254344' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmtargetdown',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4254344' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -253,8 +253,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'Prometheus scrapes no vLLM target at all.',
               description: 'No target of job "{{ $labels.job }}" has been scraped for ' + v.metricsAbsentFor + ': service discovery or the scrape configuration is broken.',
-              runbook_url: c.runbookURLPattern % 'vllmmetricsabsent',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4814237' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmmetricsabsent',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4814237' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ] + (if c.showMultiCluster then [
@@ -272,8 +272,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'Prometheus scraped vLLM targets in this cluster within the last hour and scrapes none now.',
               description: 'No target of job "{{ $labels.job }}"' + v.inCluster + ' has been scraped for ' + v.metricsAbsentFor + ', where there were some within 1h: its service discovery or scrape configuration broke, or its servers were removed (then it resolves by itself).',
-              runbook_url: c.runbookURLPattern % 'vllmmetricsabsent',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4814237' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmmetricsabsent',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4814237' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ] else []) + [
@@ -291,8 +291,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'A vLLM target answers scrapes but exposes no vLLM series.',
               description: '{{ $labels.instance }}' + v.inCluster + ' answers scrapes but its vLLM series have been gone for ' + v.metricsAbsentFor + ': it is not a vLLM server, or its metrics are broken.',
-              runbook_url: c.runbookURLPattern % 'vllmmetricsabsent',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4814237' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmmetricsabsent',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4814237' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -315,9 +315,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'A vLLM model has lost serving capacity.',
-              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }}' + v.inCluster + ' has {{ $value }} ready replicas, below its floor (' + v.minReadyReplicas + ', or ' + v.capacityFraction + ' of the {{ with printf "job_model:vllm_replicas_expected:count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value }}{{ end }} it should run); not ready: {{ range $i, $r := printf "job_instance_model:vllm_replica_unready:cause{' + v.clusterLabel + '=%q, job=%q, model_name=%q}" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query | sortByLabel "instance" }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Labels.cause }}){{ end }}.' else 'Model {{ $labels.model_name }} has {{ $value }} ready replicas, below its floor (' + v.minReadyReplicas + ', or ' + v.capacityFraction + ' of the {{ with printf "job_model:vllm_replicas_expected:count{job=%q, model_name=%q}" $labels.job $labels.model_name | query }}{{ . | first | value }}{{ end }} it should run); not ready: {{ range $i, $r := printf "job_instance_model:vllm_replica_unready:cause{job=%q, model_name=%q}" $labels.job $labels.model_name | query | sortByLabel "instance" }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Labels.cause }}){{ end }}.'),
-              runbook_url: c.runbookURLPattern % 'vllmmodelcapacitylow',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4883032' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }}' + v.inCluster + ': {{ $value }} of {{ with printf "count(job_instance_model:vllm_served_model:replica{' + v.clusterLabel + '=%q, job=%q, model_name=%q})" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value }}{{ end }} replicas ready, expected {{ with printf "job_model:vllm_replicas_expected:count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value }}{{ end }}, floor {{ with printf "clamp_min(' + v.capacityFraction + ' * job_model:vllm_replicas_expected:count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}, ' + v.minReadyReplicas + ')" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value }}{{ end }}{{ with printf "job_instance_model:vllm_replica_unready:cause{' + v.clusterLabel + '=%q, job=%q, model_name=%q}" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query | sortByLabel "instance" }}; not ready: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Labels.cause }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }}: {{ $value }} of {{ with printf "count(job_instance_model:vllm_served_model:replica{job=%q, model_name=%q})" $labels.job $labels.model_name | query }}{{ . | first | value }}{{ end }} replicas ready, expected {{ with printf "job_model:vllm_replicas_expected:count{job=%q, model_name=%q}" $labels.job $labels.model_name | query }}{{ . | first | value }}{{ end }}, floor {{ with printf "clamp_min(' + v.capacityFraction + ' * job_model:vllm_replicas_expected:count{job=%q, model_name=%q}, ' + v.minReadyReplicas + ')" $labels.job $labels.model_name | query }}{{ . | first | value }}{{ end }}{{ with printf "job_instance_model:vllm_replica_unready:cause{job=%q, model_name=%q}" $labels.job $labels.model_name | query | sortByLabel "instance" }}; not ready: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Labels.cause }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmmodelcapacitylow',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4883032' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -337,8 +337,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'A replica of a model that lost serving capacity is not ready.',
               description: '{{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' is {{ $labels.cause }} while its model pages for lost capacity.',
-              runbook_url: c.runbookURLPattern % 'vllmreplicalost',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4883032' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmreplicalost',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=4883032' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -355,8 +355,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'The vLLM engine died.',
               description: 'The log of {{ $labels.instance }}' + v.inCluster + ' shows the engine died (EngineDeadError or a dead engine process); the first error above it is the cause.',
-              runbook_url: c.runbookURLPattern % 'vllmenginedead',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=3507947' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmenginedead',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=3507947' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -368,8 +368,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM ran out of memory.',
               description: 'The log of {{ $labels.instance }}' + v.inCluster + ' shows an out-of-memory error (CUDA or CPU allocator).',
-              runbook_url: c.runbookURLPattern % 'vllmoutofmemory',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=6950043' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmoutofmemory',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=6950043' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -381,8 +381,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM failed to start.',
               description: 'The log of {{ $labels.instance }}' + v.inCluster + ' shows the server failed to start (engine initialisation, or the KV cache cannot hold --max-model-len).',
-              runbook_url: c.runbookURLPattern % 'vllmstartupfailed',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=4409899' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmstartupfailed',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=4409899' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -395,8 +395,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'The vLLM log exporter is down: OOM and dead-engine alerts are blind.',
               description: 'The log exporter watching {{ $labels.instance }}' + v.inCluster + ' has not answered scrapes for ' + v.logExporterDownFor + '.',
-              runbook_url: c.runbookURLPattern % 'vllmlogexporterdown',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=7855165' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmlogexporterdown',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=7855165' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -427,8 +427,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM answers /health but cannot serve a one-token request: the engine is hung.',
               description: 'The canary probe of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' has failed for ' + v.hungFor + ' (timeouts or server errors) while /health still answers 200. Requests hang; restart the server after taking a py-spy dump.',
-              runbook_url: c.runbookURLPattern % 'vllmenginehung',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=4310126' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmenginehung',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=4310126' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -442,8 +442,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'A vLLM canary probe is down: a hung engine would go unnoticed.',
               description: 'The vllm-probe at {{ $labels.instance }}' + v.inCluster + ' has not answered scrapes for ' + v.probeDownFor + ', so VllmEngineHung cannot fire for the servers it watches.',
-              runbook_url: c.runbookURLPattern % 'vllmprobedown',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=1348132' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmprobedown',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=1348132' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -460,8 +460,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM turns the canary probe away: a hung engine would go unnoticed.',
               description: 'The canary probe of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' gets 4xx or unusable answers for ' + v.probeDownFor + ': check its model name and API key.',
-              runbook_url: c.runbookURLPattern % 'vllmprobedown',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=1348132' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmprobedown',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=1348132' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -481,8 +481,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM is taking longer than expected to start.',
               description: '{{ $labels.instance }}' + v.inCluster + ' has been starting for {{ $value | humanizeDuration }}, more than the expected ' + v.expectedStartup + ' (log: loading weights, profiling, warm-up); it does not serve yet.',
-              runbook_url: c.runbookURLPattern % 'vllmstartupslow',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=629535' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmstartupslow',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=629535' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -497,8 +497,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM keeps restarting and never becomes ready.',
               description: '{{ $labels.instance }}' + v.inCluster + ' started {{ $value }} times in the last ' + v.restartLoopWindow + ' without once becoming ready: a configuration that cannot work (a model that does not fit, a bad flag) or a crash during start-up. Restarting again will not help.',
-              runbook_url: c.runbookURLPattern % 'vllmrestartloop',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=629535' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmrestartloop',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=629535' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -510,8 +510,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM runs a release this bundle was not generated for.',
               description: 'The log of {{ $labels.instance }}' + v.inCluster + ' announces vLLM {{ $labels.version }}; this bundle was generated for 0.34. Metric names may have changed: regenerate the bundle with `vllm-obs generate --metrics-url` against the upgraded server.',
-              runbook_url: c.runbookURLPattern % 'vllmversiondrift',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=3411332' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmversiondrift',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=3411332' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -541,9 +541,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its availability error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 1h, and over 5m too: more than 14.4x the ' + v.availabilityObjectiveBudgetPercent2 + ' its ' + v.availabilityObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its availability error budget {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_1h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1h and {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 5m (this tier fires above 14.4x the ' + v.availabilityObjectiveBudgetPercent2 + ' of misses its ' + v.availabilityObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_request_availability:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[1h])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 1h{{ with printf "sort_desc(topk(3, job_instance_model:vllm_request_failures:ratio_' + v.rateWindow + '{' + v.clusterLabel + '=%q, job=%q, model_name=%q} > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over ' + v.rateWindow + ': {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its availability error budget {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_1h{job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1h and {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_5m{job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 5m (this tier fires above 14.4x the ' + v.availabilityObjectiveBudgetPercent2 + ' of misses its ' + v.availabilityObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_request_availability:slo_total_rate5m{job=%q, model_name=%q}[1h])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 1h{{ with printf "sort_desc(topk(3, job_instance_model:vllm_request_failures:ratio_' + v.rateWindow + '{job=%q, model_name=%q} > 0))" $labels.job $labels.model_name | query }}; worst replicas over ' + v.rateWindow + ': {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -568,9 +568,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its availability error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 6h, and over 30m too: more than 6x the ' + v.availabilityObjectiveBudgetPercent2 + ' its ' + v.availabilityObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its availability error budget {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_6h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h and {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_30m{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 30m (this tier fires above 6x the ' + v.availabilityObjectiveBudgetPercent2 + ' of misses its ' + v.availabilityObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_request_availability:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[6h])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 6h{{ with printf "sort_desc(topk(3, job_instance_model:vllm_request_failures:ratio_' + v.rateWindow + '{' + v.clusterLabel + '=%q, job=%q, model_name=%q} > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over ' + v.rateWindow + ': {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its availability error budget {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_6h{job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h and {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_30m{job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 30m (this tier fires above 6x the ' + v.availabilityObjectiveBudgetPercent2 + ' of misses its ' + v.availabilityObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_request_availability:slo_total_rate5m{job=%q, model_name=%q}[6h])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 6h{{ with printf "sort_desc(topk(3, job_instance_model:vllm_request_failures:ratio_' + v.rateWindow + '{job=%q, model_name=%q} > 0))" $labels.job $labels.model_name | query }}; worst replicas over ' + v.rateWindow + ': {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -594,9 +594,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its availability error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 1d, and over 2h too: more than 3x the ' + v.availabilityObjectiveBudgetPercent2 + ' its ' + v.availabilityObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its availability error budget {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_1d{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1d and {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_2h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 2h (this tier fires above 3x the ' + v.availabilityObjectiveBudgetPercent2 + ' of misses its ' + v.availabilityObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_request_availability:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[1d])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 1d{{ with printf "sort_desc(topk(3, job_instance_model:vllm_request_failures:ratio_' + v.rateWindow + '{' + v.clusterLabel + '=%q, job=%q, model_name=%q} > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over ' + v.rateWindow + ': {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its availability error budget {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_1d{job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1d and {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_2h{job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 2h (this tier fires above 3x the ' + v.availabilityObjectiveBudgetPercent2 + ' of misses its ' + v.availabilityObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_request_availability:slo_total_rate5m{job=%q, model_name=%q}[1d])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 1d{{ with printf "sort_desc(topk(3, job_instance_model:vllm_request_failures:ratio_' + v.rateWindow + '{job=%q, model_name=%q} > 0))" $labels.job $labels.model_name | query }}; worst replicas over ' + v.rateWindow + ': {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -620,9 +620,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its availability error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its availability SLO on {{ $value | humanizePercentage }} of its requests over 3d, and over 6h too: more than 1x the ' + v.availabilityObjectiveBudgetPercent2 + ' its ' + v.availabilityObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its availability error budget {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_3d{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 3d and {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_6h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h (this tier fires above 1x the ' + v.availabilityObjectiveBudgetPercent2 + ' of misses its ' + v.availabilityObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_request_availability:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[3d])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 3d{{ with printf "sort_desc(topk(3, job_instance_model:vllm_request_failures:ratio_' + v.rateWindow + '{' + v.clusterLabel + '=%q, job=%q, model_name=%q} > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over ' + v.rateWindow + ': {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its availability error budget {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_3d{job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 3d and {{ with printf "job_model:vllm_request_availability:slo_miss_ratio_6h{job=%q, model_name=%q} / ' + v.availabilityObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h (this tier fires above 1x the ' + v.availabilityObjectiveBudgetPercent2 + ' of misses its ' + v.availabilityObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_request_availability:slo_total_rate5m{job=%q, model_name=%q}[3d])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 3d{{ with printf "sort_desc(topk(3, job_instance_model:vllm_request_failures:ratio_' + v.rateWindow + '{job=%q, model_name=%q} > 0))" $labels.job $labels.model_name | query }}; worst replicas over ' + v.rateWindow + ': {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmavailabilitybudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8470823' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -647,9 +647,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 1h, and over 5m too: more than 14.4x the ' + v.ttftObjectiveBudgetPercent2 + ' its ' + v.ttftObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its time-to-first-token error budget {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1h and {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 5m (this tier fires above 14.4x the ' + v.ttftObjectiveBudgetPercent2 + ' of misses its ' + v.ttftObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[1h])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 1h{{ with printf "sort_desc(topk(3, (sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) - sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.clusterLabel + '=%q, job=%q, model_name=%q, le=\\"2.5\\"}[5m]))) / sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its time-to-first-token error budget {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h{job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1h and {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m{job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 5m (this tier fires above 14.4x the ' + v.ttftObjectiveBudgetPercent2 + ' of misses its ' + v.ttftObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m{job=%q, model_name=%q}[1h])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 1h{{ with printf "sort_desc(topk(3, (sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{job=%q, model_name=%q}[5m])) - sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_bucket{job=%q, model_name=%q, le=\\"2.5\\"}[5m]))) / sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{job=%q, model_name=%q}[5m])) > 0))" $labels.job $labels.model_name $labels.job $labels.model_name $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -674,9 +674,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 6h, and over 30m too: more than 6x the ' + v.ttftObjectiveBudgetPercent2 + ' its ' + v.ttftObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its time-to-first-token error budget {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h and {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 30m (this tier fires above 6x the ' + v.ttftObjectiveBudgetPercent2 + ' of misses its ' + v.ttftObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[6h])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 6h{{ with printf "sort_desc(topk(3, (sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) - sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.clusterLabel + '=%q, job=%q, model_name=%q, le=\\"2.5\\"}[5m]))) / sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its time-to-first-token error budget {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h{job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h and {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m{job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 30m (this tier fires above 6x the ' + v.ttftObjectiveBudgetPercent2 + ' of misses its ' + v.ttftObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m{job=%q, model_name=%q}[6h])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 6h{{ with printf "sort_desc(topk(3, (sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{job=%q, model_name=%q}[5m])) - sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_bucket{job=%q, model_name=%q, le=\\"2.5\\"}[5m]))) / sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{job=%q, model_name=%q}[5m])) > 0))" $labels.job $labels.model_name $labels.job $labels.model_name $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -700,9 +700,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 1d, and over 2h too: more than 3x the ' + v.ttftObjectiveBudgetPercent2 + ' its ' + v.ttftObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its time-to-first-token error budget {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1d and {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 2h (this tier fires above 3x the ' + v.ttftObjectiveBudgetPercent2 + ' of misses its ' + v.ttftObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[1d])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 1d{{ with printf "sort_desc(topk(3, (sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) - sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.clusterLabel + '=%q, job=%q, model_name=%q, le=\\"2.5\\"}[5m]))) / sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its time-to-first-token error budget {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d{job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1d and {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h{job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 2h (this tier fires above 3x the ' + v.ttftObjectiveBudgetPercent2 + ' of misses its ' + v.ttftObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m{job=%q, model_name=%q}[1d])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 1d{{ with printf "sort_desc(topk(3, (sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{job=%q, model_name=%q}[5m])) - sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_bucket{job=%q, model_name=%q, le=\\"2.5\\"}[5m]))) / sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{job=%q, model_name=%q}[5m])) > 0))" $labels.job $labels.model_name $labels.job $labels.model_name $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -726,9 +726,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-to-first-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-to-first-token SLO on {{ $value | humanizePercentage }} of its requests over 3d, and over 6h too: more than 1x the ' + v.ttftObjectiveBudgetPercent2 + ' its ' + v.ttftObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its time-to-first-token error budget {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 3d and {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h (this tier fires above 1x the ' + v.ttftObjectiveBudgetPercent2 + ' of misses its ' + v.ttftObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[3d])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 3d{{ with printf "sort_desc(topk(3, (sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) - sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_bucket{' + v.clusterLabel + '=%q, job=%q, model_name=%q, le=\\"2.5\\"}[5m]))) / sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its time-to-first-token error budget {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d{job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 3d and {{ with printf "job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h{job=%q, model_name=%q} / ' + v.ttftObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h (this tier fires above 1x the ' + v.ttftObjectiveBudgetPercent2 + ' of misses its ' + v.ttftObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m{job=%q, model_name=%q}[3d])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} requests a second over 3d{{ with printf "sort_desc(topk(3, (sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{job=%q, model_name=%q}[5m])) - sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_bucket{job=%q, model_name=%q, le=\\"2.5\\"}[5m]))) / sum by (job, instance, model_name) (rate(vllm:time_to_first_token_seconds_count{job=%q, model_name=%q}[5m])) > 0))" $labels.job $labels.model_name $labels.job $labels.model_name $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmtimetofirsttokenbudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=8585879' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -753,9 +753,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 1h, and over 5m too: more than 14.4x the ' + v.itlObjectiveBudgetPercent2 + ' its ' + v.itlObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its time-per-output-token error budget {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1h and {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 5m (this tier fires above 14.4x the ' + v.itlObjectiveBudgetPercent2 + ' of misses its ' + v.itlObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[1h])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} output tokens a second over 1h{{ with printf "sort_desc(topk(3, (sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) - sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.clusterLabel + '=%q, job=%q, model_name=%q, le=\\"0.2\\"}[5m]))) / sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its time-per-output-token error budget {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h{job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1h and {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m{job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 5m (this tier fires above 14.4x the ' + v.itlObjectiveBudgetPercent2 + ' of misses its ' + v.itlObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m{job=%q, model_name=%q}[1h])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} output tokens a second over 1h{{ with printf "sort_desc(topk(3, (sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{job=%q, model_name=%q}[5m])) - sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_bucket{job=%q, model_name=%q, le=\\"0.2\\"}[5m]))) / sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{job=%q, model_name=%q}[5m])) > 0))" $labels.job $labels.model_name $labels.job $labels.model_name $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -780,9 +780,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 6h, and over 30m too: more than 6x the ' + v.itlObjectiveBudgetPercent2 + ' its ' + v.itlObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its time-per-output-token error budget {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h and {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 30m (this tier fires above 6x the ' + v.itlObjectiveBudgetPercent2 + ' of misses its ' + v.itlObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[6h])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} output tokens a second over 6h{{ with printf "sort_desc(topk(3, (sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) - sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.clusterLabel + '=%q, job=%q, model_name=%q, le=\\"0.2\\"}[5m]))) / sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its time-per-output-token error budget {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h{job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h and {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m{job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 30m (this tier fires above 6x the ' + v.itlObjectiveBudgetPercent2 + ' of misses its ' + v.itlObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m{job=%q, model_name=%q}[6h])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} output tokens a second over 6h{{ with printf "sort_desc(topk(3, (sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{job=%q, model_name=%q}[5m])) - sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_bucket{job=%q, model_name=%q, le=\\"0.2\\"}[5m]))) / sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{job=%q, model_name=%q}[5m])) > 0))" $labels.job $labels.model_name $labels.job $labels.model_name $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -806,9 +806,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 1d, and over 2h too: more than 3x the ' + v.itlObjectiveBudgetPercent2 + ' its ' + v.itlObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its time-per-output-token error budget {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1d and {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 2h (this tier fires above 3x the ' + v.itlObjectiveBudgetPercent2 + ' of misses its ' + v.itlObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[1d])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} output tokens a second over 1d{{ with printf "sort_desc(topk(3, (sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) - sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.clusterLabel + '=%q, job=%q, model_name=%q, le=\\"0.2\\"}[5m]))) / sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its time-per-output-token error budget {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d{job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 1d and {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h{job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 2h (this tier fires above 3x the ' + v.itlObjectiveBudgetPercent2 + ' of misses its ' + v.itlObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m{job=%q, model_name=%q}[1d])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} output tokens a second over 1d{{ with printf "sort_desc(topk(3, (sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{job=%q, model_name=%q}[5m])) - sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_bucket{job=%q, model_name=%q, le=\\"0.2\\"}[5m]))) / sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{job=%q, model_name=%q}[5m])) > 0))" $labels.job $labels.model_name $labels.job $labels.model_name $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -832,9 +832,9 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vLLM is burning its time-per-output-token error budget too fast.',
-              description: 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') misses its time-per-output-token SLO on {{ $value | humanizePercentage }} of its output tokens over 3d, and over 6h too: more than 1x the ' + v.itlObjectiveBudgetPercent2 + ' its ' + v.itlObjectivePercent + ' objective allows.',
-              runbook_url: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: (if c.showMultiCluster then 'Model {{ $labels.model_name }} (job {{ $labels.job }}' + v.inCluster + ') is burning its time-per-output-token error budget {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 3d and {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h{' + v.clusterLabel + '=%q, job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h (this tier fires above 1x the ' + v.itlObjectiveBudgetPercent2 + ' of misses its ' + v.itlObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[3d])" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} output tokens a second over 3d{{ with printf "sort_desc(topk(3, (sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) - sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_bucket{' + v.clusterLabel + '=%q, job=%q, model_name=%q, le=\\"0.2\\"}[5m]))) / sum by (' + v.clusterBy + 'job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{' + v.clusterLabel + '=%q, job=%q, model_name=%q}[5m])) > 0))" $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name $labels.' + v.clusterLabel + ' $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.' else 'Model {{ $labels.model_name }} (job {{ $labels.job }}) is burning its time-per-output-token error budget {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d{job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 3d and {{ with printf "job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h{job=%q, model_name=%q} / ' + v.itlObjectiveBudget + '" $labels.job $labels.model_name | query }}{{ . | first | value | printf "%.1f" }}{{ end }}x over 6h (this tier fires above 1x the ' + v.itlObjectiveBudgetPercent2 + ' of misses its ' + v.itlObjectivePercent + ' objective allows), on {{ with printf "avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m{job=%q, model_name=%q}[3d])" $labels.job $labels.model_name | query }}{{ . | first | value | humanize }}{{ end }} output tokens a second over 3d{{ with printf "sort_desc(topk(3, (sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{job=%q, model_name=%q}[5m])) - sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_bucket{job=%q, model_name=%q, le=\\"0.2\\"}[5m]))) / sum by (job, instance, model_name) (rate(vllm:inter_token_latency_seconds_count{job=%q, model_name=%q}[5m])) > 0))" $labels.job $labels.model_name $labels.job $labels.model_name $labels.job $labels.model_name | query }}; worst replicas over 5m: {{ range $i, $r := . }}{{ if $i }}, {{ end }}{{ $r.Labels.instance }} ({{ $r.Value | humanizePercentage }}){{ end }}{{ end }}.'),
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmtimeperoutputtokenbudgetburn',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1&viewPanel=3253082' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -852,8 +852,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM is turning requests away.',
               description: '{{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' rejects {{ $value | humanize }} requests/s at admission ({{ $labels.reason }}: the queue is at --max-num-queued-reqs or --max-num-queued-tokens); clients get an error instead of a wait.',
-              runbook_url: c.runbookURLPattern % 'vllmrequestsrejected',
-              dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=6842861' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmrequestsrejected',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=6842861' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -867,8 +867,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM\'s data-parallel engines are unevenly loaded.',
               description: 'The engines of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' differ by {{ $value | humanize }} in KV-cache usage (threshold ' + v.engineKvSpread + ', for ' + v.engineImbalanceFor + '): one engine is saturated while its siblings idle.',
-              runbook_url: c.runbookURLPattern % 'vllmengineimbalance',
-              dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=6208260' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmengineimbalance',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=6208260' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -882,8 +882,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'vLLM\'s data-parallel engines are unevenly loaded.',
               description: 'The engines of {{ $labels.model_name }} on {{ $labels.instance }}' + v.inCluster + ' differ by {{ $value | humanize }} in waiting requests (threshold ' + v.engineWaitingSpread + ', for ' + v.engineImbalanceFor + '): one engine is saturated while its siblings idle.',
-              runbook_url: c.runbookURLPattern % 'vllmengineimbalance',
-              dashboard_url: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=6208260' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmengineimbalance',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.kvCacheUID + '?orgId=1&viewPanel=6208260' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],
@@ -900,8 +900,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'The alerting pipeline is alive.',
               description: 'Always firing. If its heartbeat stops arriving at the dead man\'s switch, Prometheus, Alertmanager or the path between them is broken.',
-              runbook_url: c.runbookURLPattern % 'watchdogvllmobs',
-              dashboard_url: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'watchdogvllmobs',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.overviewUID + '?orgId=1' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -914,13 +914,16 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'Prometheus fails to evaluate vllm-obs rules: their alerts cannot fire.',
               description: '{{ $labels.instance }}' + v.inCluster + ' failed {{ $value | humanize }} evaluations of rule group {{ $labels.rule_group }} in ' + v.rateWindow + ', for ' + v.pipelineFor + '.',
-              runbook_url: c.runbookURLPattern % 'vllmobsruleevaluationfailures',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=7050341' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmobsruleevaluationfailures',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=7050341' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmObsNotificationsFailing',
-            expr: 'sum by (' + v.clusterBy + 'instance) (rate(prometheus_notifications_errors_total{job="prometheus"}[' + v.rateWindow + '])) > 0',
+            expr:
+              'sum by (' + v.clusterBy + 'instance) (increase(prometheus_notifications_errors_total{job="prometheus"}[' + v.notificationWindow + ']))\n' +
+              '/ sum by (' + v.clusterBy + 'instance) (increase(prometheus_notifications_sent_total{job="prometheus"}[' + v.notificationWindow + '])) > ' + v.notificationFailureRatio + '\n' +
+              'and sum by (' + v.clusterBy + 'instance) (increase(prometheus_notifications_sent_total{job="prometheus"}[' + v.notificationWindow + '])) >= ' + v.notificationMinAttempts,
             'for': v.pipelineFor,
             labels: {
               severity: 'critical',
@@ -928,24 +931,47 @@ local values = import '../lib/values.libsonnet';
             },
             annotations: {
               summary: 'vllm-obs alerts are not reaching their receivers.',
-              description: 'Prometheus {{ $labels.instance }}' + v.inCluster + ' fails to send alerts to Alertmanager ({{ $value | humanize }}/s, for ' + v.pipelineFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmobsnotificationsfailing',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=6945456' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: 'Prometheus {{ $labels.instance }}' + v.inCluster + ' failed to send {{ $value | humanizePercentage }} of its alerts to Alertmanager in ' + v.notificationWindow + ' (threshold ' + v.notificationFailureRatioPercent + ', at least ' + v.notificationMinAttempts + ' attempts, for ' + v.pipelineFor + ').',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmobsnotificationsfailing',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=6945456' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
             alert: 'VllmObsNotificationsFailing',
-            expr: 'sum by (' + v.clusterBy + 'instance, integration) (rate(alertmanager_notifications_failed_total{job="alertmanager"}[' + v.rateWindow + '])) > 0',
+            expr:
+              'sum by (' + v.clusterBy + 'instance, integration) (increase(alertmanager_notifications_failed_total{job="alertmanager", integration=~"pagerduty"}[' + v.notificationWindow + ']))\n' +
+              '/ sum by (' + v.clusterBy + 'instance, integration) (increase(alertmanager_notifications_total{job="alertmanager", integration=~"pagerduty"}[' + v.notificationWindow + '])) > ' + v.notificationFailureRatio + '\n' +
+              'and sum by (' + v.clusterBy + 'instance, integration) (increase(alertmanager_notifications_total{job="alertmanager", integration=~"pagerduty"}[' + v.notificationWindow + '])) >= ' + v.notificationMinAttempts,
             'for': v.pipelineFor,
             labels: {
               severity: 'critical',
               stage: 'alertmanager',
+              channel: 'pager',
             },
             annotations: {
               summary: 'vllm-obs alerts are not reaching their receivers.',
-              description: 'Alertmanager {{ $labels.instance }}' + v.inCluster + ' fails to deliver notifications through {{ $labels.integration }} ({{ $value | humanize }}/s, for ' + v.pipelineFor + ').',
-              runbook_url: c.runbookURLPattern % 'vllmobsnotificationsfailing',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=6945456' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              description: 'Alertmanager {{ $labels.instance }}' + v.inCluster + ' failed {{ $value | humanizePercentage }} of its notifications through {{ $labels.integration }} (pager) in ' + v.notificationWindow + ' (threshold ' + v.notificationFailureRatioPercent + ', at least ' + v.notificationMinAttempts + ' attempts, for ' + v.pipelineFor + ').',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmobsnotificationsfailing',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=6945456' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+            },
+          },
+          {
+            alert: 'VllmObsNotificationsFailing',
+            expr:
+              'sum by (' + v.clusterBy + 'instance, integration) (increase(alertmanager_notifications_failed_total{job="alertmanager", integration!~"pagerduty"}[' + v.notificationWindow + ']))\n' +
+              '/ sum by (' + v.clusterBy + 'instance, integration) (increase(alertmanager_notifications_total{job="alertmanager", integration!~"pagerduty"}[' + v.notificationWindow + '])) > ' + v.notificationFailureRatio + '\n' +
+              'and sum by (' + v.clusterBy + 'instance, integration) (increase(alertmanager_notifications_total{job="alertmanager", integration!~"pagerduty"}[' + v.notificationWindow + '])) >= ' + v.notificationMinAttempts,
+            'for': v.pipelineFor,
+            labels: {
+              severity: 'warning',
+              stage: 'alertmanager',
+              channel: 'chat',
+            },
+            annotations: {
+              summary: 'vllm-obs alerts are not reaching their receivers.',
+              description: 'Alertmanager {{ $labels.instance }}' + v.inCluster + ' failed {{ $value | humanizePercentage }} of its notifications through {{ $labels.integration }} (chat) in ' + v.notificationWindow + ' (threshold ' + v.notificationFailureRatioPercent + ', at least ' + v.notificationMinAttempts + ' attempts, for ' + v.pipelineFor + ').',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmobsnotificationsfailing',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=6945456' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -959,8 +985,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'Prometheus or Alertmanager runs an old configuration: the last reload failed.',
               description: 'The last configuration reload of prometheus {{ $labels.instance }}' + v.inCluster + ' failed (for ' + v.pipelineFor + '); it still runs the previous one.',
-              runbook_url: c.runbookURLPattern % 'vllmobsconfigreloadfailed',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=8082437' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmobsconfigreloadfailed',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=8082437' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
           {
@@ -974,8 +1000,8 @@ local values = import '../lib/values.libsonnet';
             annotations: {
               summary: 'Prometheus or Alertmanager runs an old configuration: the last reload failed.',
               description: 'The last configuration reload of alertmanager {{ $labels.instance }}' + v.inCluster + ' failed (for ' + v.pipelineFor + '); it still runs the previous one.',
-              runbook_url: c.runbookURLPattern % 'vllmobsconfigreloadfailed',
-              dashboard_url: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=8082437' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
+              [if c.runbookURLPattern != '' then 'runbook_url']: c.runbookURLPattern % 'vllmobsconfigreloadfailed',
+              [if c.grafanaURL != '' then 'dashboard_url']: v.grafanaURL + '/d/' + v.failuresUID + '?orgId=1&viewPanel=8082437' + v.clusterLinkParams + '{{ if $labels.instance }}&var-instance={{ $labels.instance | urlquery }}{{ end }}{{ if $labels.model_name }}&var-model_name={{ $labels.model_name | urlquery }}{{ end }}',
             },
           },
         ],

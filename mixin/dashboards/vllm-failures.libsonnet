@@ -2681,7 +2681,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'Alerts Prometheus failed to send to Alertmanager, and notifications Alertmanager failed to deliver, per second by integration: alerts that reach nobody.',
+          description: 'The share of alerts Prometheus failed to send to Alertmanager, and of notifications Alertmanager failed to deliver, by integration: alerts that reach nobody (VllmObsNotificationsFailing judges it over alerts.notification_window).',
           editable: true,
           'error': false,
           fieldConfig: {
@@ -2734,7 +2734,7 @@ local values = import '../lib/values.libsonnet';
                   },
                 ],
               },
-              unit: 'none',
+              unit: 'percentunit',
             },
             overrides: [],
           },
@@ -2775,7 +2775,7 @@ local values = import '../lib/values.libsonnet';
                 type: 'prometheus',
                 uid: '${datasource}',
               },
-              expr: 'sum(rate(prometheus_notifications_errors_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval]))',
+              expr: 'sum(rate(prometheus_notifications_errors_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval])) / sum(rate(prometheus_notifications_sent_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval]))',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2783,7 +2783,7 @@ local values = import '../lib/values.libsonnet';
               intervalFactor: 1,
               legendFormat: 'Prometheus to Alertmanager',
               metric: '',
-              query: 'sum(rate(prometheus_notifications_errors_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval]))',
+              query: 'sum(rate(prometheus_notifications_errors_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval])) / sum(rate(prometheus_notifications_sent_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval]))',
               refId: 'A',
               step: 10,
               target: '',
@@ -2793,7 +2793,9 @@ local values = import '../lib/values.libsonnet';
                 type: 'prometheus',
                 uid: '${datasource}',
               },
-              expr: 'sum by (integration) (rate(alertmanager_notifications_failed_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))',
+              expr:
+                'sum by (integration) (rate(alertmanager_notifications_failed_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))\n' +
+                '/ sum by (integration) (rate(alertmanager_notifications_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2801,7 +2803,9 @@ local values = import '../lib/values.libsonnet';
               intervalFactor: 1,
               legendFormat: '{{integration}}',
               metric: '',
-              query: 'sum by (integration) (rate(alertmanager_notifications_failed_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))',
+              query:
+                'sum by (integration) (rate(alertmanager_notifications_failed_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))\n' +
+                '/ sum by (integration) (rate(alertmanager_notifications_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))',
               refId: 'B',
               step: 10,
               target: '',

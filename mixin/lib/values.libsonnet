@@ -52,6 +52,10 @@ function(c)
   local restartLoopWindow = c.restartLoopWindow;
   local logExporterDownFor = c.logExporterDownFor;
   local pipelineFor = c.pipelineFor;
+  local notificationWindow = c.notificationWindow;
+  local notificationFailureRatio = f.number(c.notificationFailureRatio);
+  local notificationFailureRatioPercent = f.percent(c.notificationFailureRatio);
+  local notificationMinAttempts = f.number(c.notificationMinAttempts);
   local ttftObjective = f.number(c.ttftObjective);
   local ttftObjectivePercent = f.percent(c.ttftObjective);
   local ttftObjectivePercent2 = f.fixedPercent(c.ttftObjective, 2);
@@ -149,6 +153,10 @@ function(c)
   restartLoopWindow: restartLoopWindow,
   logExporterDownFor: logExporterDownFor,
   pipelineFor: pipelineFor,
+  notificationWindow: notificationWindow,
+  notificationFailureRatio: notificationFailureRatio,
+  notificationFailureRatioPercent: notificationFailureRatioPercent,
+  notificationMinAttempts: notificationMinAttempts,
   ttftObjective: ttftObjective,
   ttftObjectivePercent: ttftObjectivePercent,
   ttftObjectivePercent2: ttftObjectivePercent2,

@@ -215,6 +215,21 @@ def test_pages_per_day_on_100_replicas_over_healthy_time(scenario):
     assert run(scenario).pages_per_day_per_100 == 0
 
 
+def test_chat_in_healthy_time_counts_stray_posts_and_a_planned_rollout_s(scenario):
+    """Chat no incident deserved: outside every window, or held only by one that must not notify
+    (code's restart); chat a ticket-worthy or page-worthy incident holds is that incident's."""
+    result = run(
+        scenario,
+        note(7000, "warning-slack", "VllmQueueDepthHigh", model_name="code"),
+        note(1800 + 60, "warning-slack", "VllmTargetDown", namespace="llm-code"),
+        note(700, "warning-slack", "VllmEngineDead", model_name="chat"),
+        note(3600 + 300, "warning-slack", "VllmHighTimeToFirstToken", model_name="chat"),
+    )
+    assert result.healthy_chat == 2
+    assert by_id(result)["outage"].tickets == 1 and by_id(result)["slow"].tickets == 1
+    assert run(scenario).healthy_chat == 0
+
+
 def test_a_groups_updates_while_its_page_is_open_are_one_page(scenario):
     """PagerDuty keeps the posts of one group (one dedup key) in its open incident: the capacity
     page and the burn that joins its group later wake someone once; once the group resolves, its

@@ -115,6 +115,15 @@ DEFAULT_TABLE = [
     ),
     ({"alertname": "VllmSomethingInformational", "severity": "info"}, ["info-none"]),
     ({"alertname": "VllmUnlabelled"}, ["warning-slack"]),  # no severity: chat, never dropped
+    # A failing pager is told in chat, never through that pager; a failing chat is a warning.
+    (
+        {"alertname": "VllmObsNotificationsFailing", "severity": "critical", "integration": "pagerduty"},
+        ["warning-slack"],
+    ),
+    (
+        {"alertname": "VllmObsNotificationsFailing", "severity": "critical", "stage": "prometheus"},
+        ["critical-pagerduty", "warning-slack"],
+    ),
 ]
 
 
@@ -137,7 +146,25 @@ EVERY_TABLE = [
         ["critical-opsgenie", "team1-warning-slack"],
     ),
     ({"alertname": "WatchdogVllmObs", "severity": "info", "team": "search"}, ["watchdog-webhook"]),
+    # Every pager's integration (the shared one's and each team's) fails into the shared chat.
+    (
+        {"alertname": "VllmObsNotificationsFailing", "severity": "critical", "integration": "opsgenie"},
+        ["warning-webhook"],
+    ),
+    (
+        {"alertname": "VllmObsNotificationsFailing", "severity": "critical", "integration": "pagerduty"},
+        ["warning-webhook"],
+    ),
+    (
+        {"alertname": "VllmObsNotificationsFailing", "severity": "warning", "integration": "slack"},
+        ["warning-webhook"],
+    ),
 ]
+
+
+@pytest.mark.parametrize("labels, receivers", DEFAULT_TABLE, ids=lambda v: str(v))
+def test_routing_of_the_committed_default(labels, receivers):
+    assert routes(REPO / "alerts" / "alertmanager.yml", labels) == receivers
 
 
 @pytest.mark.parametrize("labels, receivers", EVERY_TABLE, ids=lambda v: str(v))
@@ -168,6 +195,9 @@ POSTED = [
     alert("burn-warning", "VllmTimeToFirstTokenBudgetBurn", "warning", model_name="b", long="1d", short="2h"),
     alert("b-slow", "VllmHighTimeToFirstToken", "warning", instance="b-1:8000", model_name="b"),
     alert("b-errors", "VllmRequestErrors", "warning", instance="b-2:8000", model_name="b"),
+    # The burn page also tells b's load: its replicas' queue and KV-cache pressure warnings.
+    alert("b-queue", "VllmQueueDepthHigh", "warning", instance="b-1:8000", model_name="b"),
+    alert("b-kv", "VllmKVCachePressure", "warning", instance="b-2:8000", model_name="b"),
     alert(
         "burn-other-model",
         "VllmTimeToFirstTokenBudgetBurn",
@@ -177,6 +207,8 @@ POSTED = [
         short="2h",
     ),
     alert("other-slow", "VllmHighTimeToFirstToken", "warning", instance="o-1:8000", model_name="other"),
+    # A burn ticket (warning tier) silences no load warning: only a page says users wait.
+    alert("other-queue", "VllmQueueDepthHigh", "warning", instance="o-1:8000", model_name="other"),
     # An availability page for model c: its latency pages are the same outage.
     alert("c-availability", "VllmAvailabilityBudgetBurn", "critical", model_name="c", long="1h", short="5m"),
     alert("c-ttft", "VllmTimeToFirstTokenBudgetBurn", "critical", model_name="c", long="1h", short="5m"),
@@ -214,6 +246,8 @@ INHIBITED = {
     "burn-warning",
     "b-slow",
     "b-errors",
+    "b-queue",
+    "b-kv",
     "c-ttft",
     "c-itl",
     "d-dead",
@@ -241,6 +275,7 @@ def test_inhibition_on_a_real_alertmanager(tmp_path):
         "burn-critical",
         "burn-other-model",
         "other-slow",
+        "other-queue",
         "c-availability",
         "d-capacity",
         "d-lost",
@@ -524,3 +559,103 @@ def test_a_model_s_next_outage_pages_soon_while_its_resolved_page_group_lives_on
     assert posted[2]["event_action"] == "trigger"
     assert posted[2]["dedup_key"] == page["dedup_key"]
     assert posted[2]["payload"]["custom_details"]["firing"] == "1"
+
+
+@contextmanager
+def slack_chat(tmp_path: Path, **knobs: str) -> Iterator[tuple[Alertmanager, LoopbackServer]]:
+    """The bundle's Alertmanager posting chat through its Slack receiver to a webhook on loopback."""
+    with LoopbackServer() as slack:
+        url = tmp_path / "slack-url"
+        url.write_text(f"{slack.url}/slack\n")
+        config = {
+            "alertmanager": {
+                "critical": {"type": "webhook", "url": f"{slack.url}/pager"},
+                "warning": {"type": "slack", "secret_file": str(url), "channel": "#vllm"},
+                "watchdog": {"type": "webhook", "url": f"{slack.url}/watchdog"},
+                **knobs,
+            }
+        }
+        bundle = generate(tmp_path / "bundle", config=config)
+        with Alertmanager(bundle / "alerts" / "alertmanager.yml", tmp_path) as am:
+            yield am, slack
+
+
+def slack_posts(slack: LoopbackServer, count: int, timeout: float = 30) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while len([b for p, b in slack.posted if p == "/slack"]) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [b["attachments"][0] for p, b in slack.posted if p == "/slack"]
+
+
+def described(a: dict, text: str) -> dict:
+    return {**a, "annotations": {"summary": f"{a['labels']['alertname']} summary", "description": text}}
+
+
+def test_chat_posts_one_message_per_model_and_cause_listing_each_replica_once(tmp_path):
+    """Three replicas of model m (one with two engines) under KV-cache pressure are one Slack
+    message naming the alert, the model and 3 replicas, each replica listed once; model n's
+    pressure is a message of its own, naming its one replica."""
+    posted = [
+        described(
+            alert(f"kv-{r}-{e}", "VllmKVCachePressure", "warning", instance=r, model_name="m", engine=e),
+            f"KV cache of {r} engine {e} is full.",
+        )
+        for r, e in (("vllm-0:8000", "0"), ("vllm-0:8000", "1"), ("vllm-1:8000", "0"), ("vllm-2:8000", "0"))
+    ]
+    posted.append(
+        described(
+            alert("kv-n", "VllmKVCachePressure", "warning", instance="n-0:8000", model_name="n"),
+            "KV cache of n-0:8000 is full.",
+        )
+    )
+    with slack_chat(tmp_path, group_wait="1s") as (am, slack):
+        am.post_alerts(posted)
+        posts = slack_posts(slack, 2)
+    assert len(posts) == 2, posts
+    by_title = {p["title"]: p["text"] for p in posts}
+    assert set(by_title) == {
+        "[FIRING:4] VllmKVCachePressure model m on 3 replicas",
+        "[FIRING:1] VllmKVCachePressure model n on n-0:8000",
+    }, by_title
+    text = by_title["[FIRING:4] VllmKVCachePressure model m on 3 replicas"]
+    listed = [line for line in text.splitlines() if line.startswith("- ")]
+    assert [line.split(":", 2)[0] + ":" + line.split(":", 2)[1] for line in listed] == [
+        "- vllm-0:8000",
+        "- vllm-1:8000",
+        "- vllm-2:8000",
+    ], listed
+    assert "- vllm-1:8000: KV cache of vllm-1:8000 engine 0 is full." in listed
+
+
+def test_a_page_s_chat_copy_says_and_others_and_waits_its_own_interval(tmp_path):
+    """A page of two alerts is one chat message ("and others"); a change to the page group reaches
+    the pager after page_group_interval, chat only after page_chat_interval."""
+    capacity = described(
+        alert("cap", "VllmModelCapacityLow", "critical", instance="vllm-0:8000", model_name="m", cause="dead"),
+        "m lost vllm-0:8000.",
+    )
+    burn = described(
+        alert("burn", "VllmAvailabilityBudgetBurn", "critical", model_name="m", long="1h", short="5m"),
+        "m burns its budget.",
+    )
+    more = described(
+        alert("cap-1", "VllmModelCapacityLow", "critical", instance="vllm-1:8000", model_name="m", cause="dead"),
+        "m lost vllm-1:8000.",
+    )
+    knobs = {"group_wait": "1s", "page_group_interval": "2s", "page_chat_interval": "1h"}
+    with slack_chat(tmp_path, **knobs) as (am, slack):
+        am.post_alerts([capacity, burn])
+        [first] = slack_posts(slack, 1)
+        am.post_alerts([capacity, burn, more])
+        deadline = time.monotonic() + 20
+        while len([p for p, _ in slack.posted if p == "/pager"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)  # a page_group_interval more: a chat post would have come with the pager's
+        pager = [b for p, b in slack.posted if p == "/pager"]
+        chat = slack_posts(slack, 1)
+    assert first["title"].startswith("[FIRING:2] "), first
+    assert first["title"].endswith(" and others model m on vllm-0:8000"), first
+    assert "- m burns its budget." in first["text"].splitlines(), first["text"]
+    assert len(pager) == 2, pager
+    assert len(pager[1]["alerts"]) == 3
+    assert len(chat) == 1, chat

@@ -19,6 +19,7 @@ from tests.support.bundles import (
     dashboard_variables,
     dashboards,
     expand,
+    LINKS,
     generate,
     panels_by_row,
     recorded_names,
@@ -54,12 +55,13 @@ def bundles(tmp_path_factory) -> dict[str, Path]:
     """The four bundles the linter rules are checked on."""
     tmp = tmp_path_factory.mktemp("bundles")
     return {
-        "default": REPO,
-        "v0": generate(tmp / "v0", "--vllm-version", "0.9.0", "--engine", "v0"),
+        "default": generate(tmp / "default", config={"links": LINKS}),
+        "v0": generate(tmp / "v0", "--vllm-version", "0.9.0", "--engine", "v0", config={"links": LINKS}),
         "multi-cluster": generate(
-            tmp / "mc", config={"prometheus": {"multi_cluster": True, "cluster_label": "k8s_cluster"}}
+            tmp / "mc",
+            config={"prometheus": {"multi_cluster": True, "cluster_label": "k8s_cluster"}, "links": LINKS},
         ),
-        "gpu": generate(tmp / "gpu", config={"gpu": {"enabled": True}}),
+        "gpu": generate(tmp / "gpu", config={"gpu": {"enabled": True}, "links": LINKS}),
     }
 
 
@@ -69,7 +71,9 @@ def featured(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("featured")
     source = tmp / "features.prom"
     source.write_text(catalog_exposition("0.33.0", features=FEATURES, t=120, engines=("0", "1")))
-    return generate(tmp / "bundle", "--metrics-file", str(source), config={"gpu": {"enabled": True}})
+    return generate(
+        tmp / "bundle", "--metrics-file", str(source), config={"gpu": {"enabled": True}, "links": LINKS}
+    )
 
 
 BUNDLES = ("default", "v0", "multi-cluster", "gpu")

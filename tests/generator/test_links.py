@@ -19,8 +19,19 @@ def _warnings(capsys, tmp_path, links: dict | None) -> list[str]:
     ]
 
 
-def test_the_default_links_are_said_not_to_open_from_a_pager(capsys, tmp_path):
+def test_unset_links_are_said_and_left_out_of_the_alerts(capsys, tmp_path):
     said = _warnings(capsys, tmp_path, None)
+    assert len(said) == 2
+    assert "links.runbook_url is unset" in said[0]
+    assert "links.grafana_url is unset" in said[1]
+    rules = yaml.safe_load((tmp_path / "bundle" / "alerts" / "vllm-alerts.rules.yml").read_text())
+    for rule in (r for g in rules["groups"] for r in g["rules"]):
+        assert set(rule["annotations"]) == {"summary", "description"}, rule["alert"]
+
+
+def test_links_a_pager_cannot_open_are_said(capsys, tmp_path):
+    local = {"runbook_url": "alerts/runbooks.md", "grafana_url": "http://localhost:3000"}
+    said = _warnings(capsys, tmp_path, local)
     assert len(said) == 2
     assert "links.runbook_url is the path alerts/runbooks.md" in said[0]
     assert "links.grafana_url is http://localhost:3000" in said[1]

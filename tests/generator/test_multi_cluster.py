@@ -11,13 +11,13 @@ import pytest
 import yaml
 
 from tests.generator.test_rules import check_and_test
-from tests.support.bundles import aggregation_clauses, dashboard_panels, generate
+from tests.support.bundles import LINKS, aggregation_clauses, dashboard_panels, generate
 from tests.support.monitoring import Alertmanager
 from tests.support.rule_slices import failures_without_label
 
 pytestmark = pytest.mark.prometheus
 
-MULTI = {"prometheus": {"multi_cluster": True, "cluster_label": "k8s_cluster"}}
+MULTI = {"prometheus": {"multi_cluster": True, "cluster_label": "k8s_cluster"}, "links": LINKS}
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,7 @@ def test_at_most_ten_recording_rules_per_slo(bundle: Path) -> None:
     assert max(per_slo.values()) <= MAX_RECORDINGS_PER_SLO, per_slo
 
 
-def test_every_paging_runbook_opens_with_why_and_the_first_five_minutes(bundle: Path) -> None:
+def test_every_paging_runbook_opens_with_the_first_five_minutes_and_why(bundle: Path) -> None:
     text = (bundle / "alerts" / "runbooks.md").read_text()
     paging = {
         r["alert"]
@@ -86,8 +86,8 @@ def test_every_paging_runbook_opens_with_why_and_the_first_five_minutes(bundle: 
     }
     for name in paging:
         section = text.split(f"\n## {name}\n", 1)[1].split("\n## ", 1)[0].strip()
-        assert section.startswith("**Why did this fire.**"), name
-        assert "**The first five minutes.**" in section.split("**Meaning.**")[0], name
+        assert section.startswith("**The first five minutes.**"), name
+        assert "**Why did this fire.**" in section.split("**Meaning.**")[0], name
 
 
 def test_a_model_class_pages_on_its_own_budget_and_threshold(configured: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.generator.test_rules import check_and_test
-from tests.support.bundles import aggregation_clauses, dashboard_panels, generate
+from tests.support.bundles import LINKS, aggregation_clauses, dashboard_panels, generate
 from tests.support.rule_slices import failures_without_label
 
 pytestmark = pytest.mark.prometheus
@@ -24,6 +24,12 @@ PODS = {"prometheus": {"pod_labels": True}}
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
     return generate(tmp_path_factory.mktemp("pods") / "bundle", config=PODS)
+
+
+@pytest.fixture(scope="module")
+def linked(tmp_path_factory) -> Path:
+    """The same with links.* set: its alerts carry dashboard links."""
+    return generate(tmp_path_factory.mktemp("pods-linked") / "bundle", config={**PODS, "links": LINKS})
 
 
 def _groups(rule_files: list[Path]) -> list[dict]:
@@ -62,8 +68,8 @@ def test_dropping_the_namespace_from_the_aggregations_fails_the_generated_tests(
     assert failures_without_label(bundle, "namespace", tmp_path)
 
 
-def test_per_server_alerts_name_the_pod_and_every_alert_its_namespace(bundle):
-    rules = yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())
+def test_per_server_alerts_name_the_pod_and_every_alert_its_namespace(linked):
+    rules = yaml.safe_load((linked / "alerts" / "vllm-alerts.rules.yml").read_text())
     named = 0
     for group in rules["groups"]:
         for rule in group["rules"]:
@@ -78,11 +84,14 @@ def test_per_server_alerts_name_the_pod_and_every_alert_its_namespace(bundle):
     assert named > 20
 
 
-def test_notifications_group_by_namespace_and_name_the_pod(bundle):
+def test_notifications_group_by_namespace_and_name_the_pod(bundle, tmp_path):
     config = yaml.safe_load((bundle / "alerts" / "alertmanager.yml").read_text())
     group_by = config["route"]["group_by"]
-    assert group_by[0] == "namespace"
-    assert group_by[group_by.index("instance") + 1] == "pod"
+    # One chat thread per namespace, model and cause; each replica's description names its pod.
+    assert group_by == ["namespace", "alertname", "model_name"]
+    per_replica = {**PODS, "alertmanager": {"group_by": ["alertname", "instance"]}}
+    grouped = generate(tmp_path / "per-replica", config=per_replica) / "alerts" / "alertmanager.yml"
+    assert yaml.safe_load(grouped.read_text())["route"]["group_by"] == ["namespace", "alertname", "instance", "pod"]
     for rule in config["inhibit_rules"]:
         if "instance" in rule["equal"]:
             assert {"namespace", "pod"} <= set(rule["equal"]), rule

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.bundles import generate
+from tests.support.bundles import LINKS, generate
 
 REPO = Path(__file__).parent.parent.parent
 
@@ -21,14 +21,14 @@ def headings(markdown: str) -> set[str]:
     "args", [(), ("--vllm-version", "0.9.0", "--engine", "v0"), ("--vllm-version", "0.7.1", "--engine", "v1")]
 )
 def test_every_alert_links_to_its_own_runbook_section(args, tmp_path):
-    bundle = generate(tmp_path / "bundle", *args)
+    bundle = generate(tmp_path / "bundle", *args, config={"links": LINKS})
     anchors = headings((bundle / "alerts" / "runbooks.md").read_text())
     rules = yaml.safe_load((bundle / "alerts" / "vllm-alerts.rules.yml").read_text())
     names = set()
     for group in rules["groups"]:
         for rule in group["rules"]:
             url = rule["annotations"]["runbook_url"]
-            assert url.startswith("alerts/runbooks.md#")
+            assert url.startswith(LINKS["runbook_url"] + "#")
             anchor = url.split("#", 1)[1]
             assert anchor == rule["alert"].lower() and anchor in anchors, rule["alert"]
             names.add(rule["alert"].lower())

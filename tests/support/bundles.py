@@ -10,6 +10,8 @@ import promql_parser
 import yaml
 from vllm_obs.cli import main as vllm_obs
 
+# Links a responder could open: the defaults leave them unset, and alerts then carry none.
+LINKS = {"grafana_url": "https://grafana.example.com", "runbook_url": "https://runbooks.example.com/runbooks.md"}
 # Grafana's built-in variables, as a dashboard expands them for a 1h range.
 GRAFANA_BUILTINS = {"$__rate_interval": "1m", "$__range": "1h", "$__interval": "15s"}
 

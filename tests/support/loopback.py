@@ -24,10 +24,15 @@ class LoopbackServer:
     """Serves fixed pages by path (GET) and keeps what is POSTed to it (a webhook receiver)."""
 
     def __init__(
-        self, pages: dict[str, Page] | None = None, on_post: Callable[[str, dict], None] | None = None
+        self,
+        pages: dict[str, Page] | None = None,
+        on_post: Callable[[str, dict], None] | None = None,
+        status: int = 200,
     ) -> None:
-        """on_post: called with each POST's path and JSON body (else they are kept in .posted)."""
+        """on_post: called with each POST's path and JSON body (else they are kept in .posted);
+        status: what every POST is answered (429, 500: a receiver refusing), kept either way."""
         self.pages = dict(pages or {})
+        self.status = status
         self.posted: list[tuple[str, dict]] = []
         self.port = free_port()
         server = self
@@ -51,7 +56,7 @@ class LoopbackServer:
                         on_post(self.path, payload)
                     else:
                         server.posted.append((self.path, payload))
-                self.send_response(200)
+                self.send_response(server.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

@@ -120,7 +120,9 @@ class RuleFiles:
             if "record" in r
         }
         needed: set[str] = set()
-        todo = [n for _, r in rules for n in _NAME.findall(r["expr"]) if n in recorded]
+        # What an alert reads: its expression, and the queries its annotations make when it notifies.
+        read_by = [r["expr"] + " " + " ".join(r.get("annotations", {}).values()) for _, r in rules]
+        todo = [n for text in read_by for n in _NAME.findall(text) if n in recorded]
         while todo:
             name = todo.pop()
             if name not in needed:

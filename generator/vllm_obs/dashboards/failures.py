@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..config import BundleConfig
-from ..rules.areas.meta import DELIVERY_FAILURES, RELOADED, RULE_FAILURES, SEND_ERRORS
+from ..rules.areas.meta import DELIVERIES, DELIVERY_FAILURES, RELOADED, RULE_FAILURES, SEND_ERRORS, SENT
 from ..signals import Resolution
 from ..vocabulary import DASHBOARDS, Vocabulary
 from .panels.common import CRIT, keep
@@ -366,17 +366,19 @@ def _pipeline_panels(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
         Panel(
             title="Notifications failing",
             description=(
-                "Alerts Prometheus failed to send to Alertmanager, and notifications Alertmanager failed "
-                "to deliver, per second by integration: alerts that reach nobody."
+                "The share of alerts Prometheus failed to send to Alertmanager, and of notifications "
+                "Alertmanager failed to deliver, by integration: alerts that reach nobody "
+                "(VllmObsNotificationsFailing judges it over alerts.notification_window)."
             ),
-            unit="none",
+            unit="percentunit",
             queries=(
                 Query(
-                    f"sum(rate({SEND_ERRORS}{prom}[$__rate_interval]))",
+                    f"sum(rate({SEND_ERRORS}{prom}[$__rate_interval])) / sum(rate({SENT}{prom}[$__rate_interval]))",
                     "Prometheus to Alertmanager",
                 ),
                 Query(
-                    f"sum by (integration) (rate({DELIVERY_FAILURES}{am}[$__rate_interval]))",
+                    f"sum by (integration) (rate({DELIVERY_FAILURES}{am}[$__rate_interval]))\n"
+                    f"/ sum by (integration) (rate({DELIVERIES}{am}[$__rate_interval]))",
                     "{{integration}}",
                 ),
             ),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from .template import Arr, Choice, KnobValue, Lit, Node, Obj, Ref, RunbookURL, Text
+from .template import Arr, Choice, KnobValue, Lit, Node, Obj, Ref, RunbookURL, Text, link_knob
 
 INDENT = "  "
 KEYWORDS = {
@@ -78,7 +78,8 @@ def node(n: Node, indent: str = "") -> str:
             return "{}"
         inner = indent + INDENT
         fields = "".join(
-            f"{inner}{_field(k, multi, inner)}:{spaced(node(v, inner))},\n" for k, v, multi in n.items
+            f"{inner}{_field(k, multi, inner, link_knob(v))}:{spaced(node(v, inner))},\n"
+            for k, v, multi in n.items
         )
         return "{\n" + fields + indent + "}"
     if isinstance(n, Choice):
@@ -136,8 +137,11 @@ def spaced(value: str) -> str:
     return value if value.startswith("\n") else " " + value
 
 
-def _field(name: Node, multi: bool, indent: str) -> str:
-    """A field name: plain, computed from a knob (`[v.clusterLabel]`), or only with multi-cluster."""
+def _field(name: Node, multi: bool, indent: str, link: str | None = None) -> str:
+    """A field name: plain, computed from a knob (`[v.clusterLabel]`), only with multi-cluster,
+    or (a link) only where its knob is set."""
+    if link and isinstance(name, Lit) and not multi:
+        return f"[if c.{link} != '' then {string(name.value)}]"
     if isinstance(name, Lit) and not multi:
         return key(name.value)
     expr = string(name.value) if isinstance(name, Lit) else node(name, indent)

@@ -436,7 +436,7 @@ def knob_defaults(cfg: BundleConfig) -> dict[str, Any]:
         gpuJob=cfg.gpu.job,
         showMultiCluster=p.multi_cluster,
         clusterLabel=p.cluster_label,
-        runbookURLPattern=cfg.links.runbook_url.replace("%", "%%") + "#%s",
+        runbookURLPattern=cfg.links.runbook_url.replace("%", "%%") + "#%s" if cfg.links.runbook_url else "",
         grafanaURL=cfg.links.grafana_url,
         dashboardUIDs={dashboard_file(key): dashboard_uid(cfg, key) for key in DASHBOARDS},
         dashboardTitlePrefix=cfg.dashboards.title_prefix,

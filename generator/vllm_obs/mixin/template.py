@@ -204,6 +204,19 @@ def _mismatch(where: str, what: str) -> BundleError:
     )
 
 
+def link_knob(node: Node) -> str | None:
+    """The knob a link annotation needs (unset: the alert carries no such link), if it is one."""
+    if isinstance(node, RunbookURL):
+        return "runbookURLPattern"
+    if isinstance(node, Text) and node.parts and node.parts[0] == Ref("grafanaURL"):
+        return "grafanaURL"
+    return None
+
+
+def _link_set(node: Node, values: Fill) -> bool:
+    return bool(values.runbook) if isinstance(node, RunbookURL) else bool(values.texts["grafanaURL"])
+
+
 def fill(node: Node, values: Fill) -> Any:
     if isinstance(node, Lit):
         return node.value
@@ -217,7 +230,7 @@ def fill(node: Node, values: Fill) -> Any:
         return {
             fill(k, values): fill(v, values)
             for k, v, multi in node.items
-            if values.multi_cluster or not multi
+            if (values.multi_cluster or not multi) and not (link_knob(v) and not _link_set(v, values))
         }
     if isinstance(node, Choice):
         return fill(node.multi if values.multi_cluster else node.single, values)

@@ -52,5 +52,9 @@ DEAD_SERVER = "dead_server"
 # page silences it, on that replica and on the model's others.
 PER_REPLICA = "replica"
 
+# A symptom tag: load a model's SLO burn page already tells (its queue depth and queue time,
+# KV-cache pressure, filling and preemptions); the burn page silences it on the same model.
+LOAD_SYMPTOMS = "load"
+
 # The panel of an alert that explains itself (Watchdog): its link opens its dashboard only.
 NO_PANEL = ""

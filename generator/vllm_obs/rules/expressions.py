@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..config import AlertsSection
 from ..errors import BundleError
 from ..exporter_series import LOG, select
-from ..promql import number, seconds, selector
-from ..vocabulary import QUANTILES, Vocabulary, by
+from ..promql import le_matcher, number, seconds, selector
+from ..vocabulary import QUANTILES, SLO_WINDOWS, BurnTier, SloTarget, Vocabulary, by
 
 # With alerts.max_num_seqs 0, running requests at their peak of this window stand for the limit.
 PEAK_WINDOW = "1h"
@@ -185,17 +185,70 @@ def vllm_rates(v: Vocabulary):
     return rate_of
 
 
-def looked_up(v: Vocabulary, series: str, listing: tuple[str, str] | None = None) -> str:
-    """A description's template that queries `series` for the alert's model (its fleet labels):
-    its first value, or with `listing` (label, label) each result as "a (b)", by `a`."""
+MODEL = "$model"  # where a looked-up query puts the alert's model matchers
+
+
+def _model_query(v: Vocabulary, expr: str) -> str:
+    """A printf that builds `expr` with the alert's model (its fleet labels, from $labels) at each
+    MODEL; a bare series name gets them appended."""
+    if MODEL not in expr:
+        expr += "{" + MODEL + "}"
     labels = v.scope.fleet_model
-    query = f'printf "{series}{{{", ".join(f"{label}=%q" for label in labels)}}}" ' + " ".join(
-        f"$labels.{label}" for label in labels
-    )
-    if listing is None:
-        return f"{{{{ with {query} | query }}}}{{{{ . | first | value }}}}{{{{ end }}}}"
-    a, b = listing
+    matchers = ", ".join(f"{label}=%q" for label in labels)
+    text = expr.replace("%", "%%").replace(MODEL, matchers)
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    args = " ".join(f"$labels.{label}" for _ in range(expr.count(MODEL)) for label in labels)
+    return f'printf "{text}" {args}'
+
+
+def looked_up(v: Vocabulary, expr: str, fmt: str = "") -> str:
+    """A description's template: `expr` queried for the alert's model, its first value piped
+    through `fmt` (" | humanize", ' | printf "%.1f"'); empty when it has no result."""
+    return f"{{{{ with {_model_query(v, expr)} | query }}}}{{{{ . | first | value{fmt} }}}}{{{{ end }}}}"
+
+
+def listed(v: Vocabulary, expr: str, label: str, shown: str, before: str = "", sort: str = "") -> str:
+    """Each result of `expr` for the alert's model as "label (shown)", comma-separated, after
+    `before`; nothing at all when it has none. `shown`: a label's name, or "value" (a share)."""
+    item = f"$r.Labels.{shown}" if shown != "value" else "$r.Value | humanizePercentage"
+    order = f' | sortByLabel "{sort}"' if sort else ""
     return (
-        f'{{{{ range $i, $r := {query} | query | sortByLabel "{a}" }}}}{{{{ if $i }}}}, {{{{ end }}}}'
-        f"{{{{ $r.Labels.{a} }}}} ({{{{ $r.Labels.{b} }}}}){{{{ end }}}}"
+        f"{{{{ with {_model_query(v, expr)} | query{order} }}}}{before}"
+        f"{{{{ range $i, $r := . }}}}{{{{ if $i }}}}, {{{{ end }}}}{{{{ $r.Labels.{label} }}}} ({{{{ {item} }}}})"
+        "{{ end }}{{ end }}"
     )
+
+
+def burn_lookups(v: Vocabulary, target: SloTarget, tier: BurnTier) -> dict[str, str]:
+    """What a burn page's description queries (with MODEL): each window's burn as a multiple of the
+    budget, the events a second over the long window, and (where every era feeds it) each
+    replica's miss ratio now, the worst three."""
+    slo, budget = target.slo, number(target.budget)
+    model = "{" + MODEL + "}"
+    out = {
+        "long": f"{slo.miss(tier.long)}{model} / {budget}",
+        "short": f"{slo.miss(tier.short)}{model} / {budget}",
+        "rate": f"avg_over_time({slo.total_rate}{model}[{tier.long}])",
+    }
+    if slo.name == "availability" and v.res.reports_engine_errors:
+        out["worst"] = f"sort_desc(topk(3, {v.names.request_failures}{model} > 0))"
+    elif slo.signal is not None and target.threshold is not None and v.res.has(slo.signal):
+        sig, inst, w = v.res[slo.signal], by(v.scope.instance_model), SLO_WINDOWS[0]
+        matchers = MODEL  # the alert's job and model: the raw series of its replicas
+        total = f"sum by ({inst}) (rate({sig.count}{{{matchers}}}[{w}]))"
+        good = f"sum by ({inst}) (rate({sig.bucket}{{{matchers}, {le_matcher(target.threshold)}}}[{w}]))"
+        out["worst"] = f"sort_desc(topk(3, ({total} - {good}) / {total} > 0))"
+    return out
+
+
+def capacity_lookups(v: Vocabulary) -> dict[str, str]:
+    """What the capacity page's description queries (with MODEL): the model's replicas, how many
+    it should run, and its floor (the fewest ready that do not page)."""
+    n, p = v.names, v.cfg.paging
+    model = "{" + MODEL + "}"
+    return {
+        "replicas": f"count({n.served_model}{model})",
+        "expected": f"{n.replicas_expected}{model}",
+        "floor": f"clamp_min({number(p.capacity_fraction)} * {n.replicas_expected}{model}, "
+        f"{number(p.min_ready_replicas)})",
+    }

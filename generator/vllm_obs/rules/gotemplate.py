@@ -97,14 +97,31 @@ _FUNCS = {
 }
 
 
-# A query for the alert's own labels: the first value, or each result's labels listed.
+# A query for the alert's model (expressions.looked_up / listed): its first value, or its results listed.
+_STR = r'"((?:[^"\\]|\\.)*)"[^|]*\| query'
 _FIRST = re.compile(
-    r'\{\{ with printf "([a-z_:]+)\{[^"]*\}"[^|]*\| query \}\}\{\{ \. \| first \| value \}\}\{\{ end \}\}'
+    r"\{\{ with printf " + _STR + r' \}\}\{\{ \. \| first \| value( \| \w+| \| printf "%\.1f")? \}\}\{\{ end \}\}'
 )
 _LIST = re.compile(
-    r'\{\{ range \$i, \$r := printf "([a-z_:]+)\{[^"]*\}"[^|]*\| query \| sortByLabel "(\w+)" \}\}'
-    r"\{\{ if \$i \}\}, \{\{ end \}\}\{\{ \$r\.Labels\.(\w+) \}\} \(\{\{ \$r\.Labels\.(\w+) \}\}\)\{\{ end \}\}"
+    r"\{\{ with printf " + _STR + r'(?: \| sortByLabel "(\w+)")? \}\}([^{]*)'
+    r"\{\{ range \$i, \$r := \. \}\}\{\{ if \$i \}\}, \{\{ end \}\}\{\{ \$r\.Labels\.(\w+) \}\} "
+    r"\(\{\{ (?:\$r\.Labels\.(\w+)|\$r\.Value \| (humanizePercentage)) \}\}\)\{\{ end \}\}\{\{ end \}\}"
 )
+_MATCHERS = re.compile(r"\w+=%q(?:, \w+=%q)*")
+
+
+def query_key(printf_text: str) -> str:
+    """The expression a looked-up query was built from (its model matchers back as $model)."""
+    text = re.sub(r"\\(.)", r"\1", printf_text)
+    return _MATCHERS.sub("$model", text).replace("%%", "%")
+
+
+def _shown(value: float, fmt: str | None) -> str:
+    if fmt is None:
+        return go_float(value)
+    if fmt == ' | printf "%.1f"':
+        return f"{value:.1f}"
+    return _FUNCS[fmt.removeprefix(" | ")](value)
 
 
 def render(
@@ -113,16 +130,25 @@ def render(
     value: float,
     lookups: dict[str, list[tuple[dict, float]]] | None = None,
 ) -> str:
-    """`lookups`: what each series a template queries holds for the alert's labels."""
+    """`lookups`: what each expression a template queries (query_key) returns for the alert."""
     found = lookups or {}
 
     def first(match: re.Match) -> str:
-        rows = found.get(match.group(1), [])
-        return go_float(rows[0][1]) if rows else ""
+        rows = found.get(query_key(match.group(1)), [])
+        return _shown(rows[0][1], match.group(2)) if rows else ""
 
     def listed(match: re.Match) -> str:
-        rows = sorted(found.get(match.group(1), []), key=lambda r: r[0].get(match.group(2), ""))
-        return ", ".join(f"{r[0].get(match.group(3), '')} ({r[0].get(match.group(4), '')})" for r in rows)
+        rows = found.get(query_key(match.group(1)), [])
+        if not rows:
+            return ""
+        sort, before, label, shown, share = match.groups()[1:]
+        if sort:
+            rows = sorted(rows, key=lambda r: r[0].get(sort, ""))
+        items = [
+            f"{r[0].get(label, '')} ({humanize_percentage(r[1]) if share else r[0].get(shown, '')})"
+            for r in rows
+        ]
+        return before + ", ".join(items)
 
     template = _LIST.sub(listed, _FIRST.sub(first, template))
 

@@ -40,9 +40,10 @@ def alert_labels(rule: Alert) -> dict[str, str]:
 
 
 def alert_annotations(rule: Alert, v: Vocabulary) -> dict[str, str]:
-    return {
-        "summary": rule.summary,
-        "description": rule.description,
-        "runbook_url": runbook_url(v.cfg, rule.name),
-        "dashboard_url": dashboard_url(v, rule.dashboard, rule.panel),
-    }
+    """Summary and description, and the links where links.* says where they go (no guessed URL)."""
+    out = {"summary": rule.summary, "description": rule.description}
+    if v.cfg.links.runbook_url:
+        out["runbook_url"] = runbook_url(v.cfg, rule.name)
+    if v.cfg.links.grafana_url:
+        out["dashboard_url"] = dashboard_url(v, rule.dashboard, rule.panel)
+    return out

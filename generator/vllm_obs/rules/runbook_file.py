@@ -31,11 +31,11 @@ def runbook(assembled: Assembled, v: Vocabulary) -> str:
         assert section is not None  # the assembler refuses a declaration without one
         values = {**common, **section.values}
         lines += ["", f"## {d.name}", ""]
-        if section.why:
-            lines += ["**Why did this fire.** Paste these into Prometheus:", ""]
-            lines += [f"- {item.format(**values)}" for item in section.why]
-            lines += ["", "**The first five minutes.**", ""]
+        if section.why:  # a page: what to do first, then where its numbers come from
+            lines += ["**The first five minutes.**", ""]
             lines += [f"{i}. {item.format(**values)}" for i, item in enumerate(section.first, 1)]
+            lines += ["", "**Why did this fire.** Paste these into Prometheus:", ""]
+            lines += [f"- {item.format(**values)}" for item in section.why]
             lines += [""]
         lines += [f"**Meaning.** {section.meaning}", "", "**Confirm.**", ""]
         lines += [f"- {item.format(**values)}" for item in section.confirm]

@@ -10,7 +10,16 @@ from ...promql import number, quote, seconds, selector
 from ...signals import FOUNDATIONS
 from ...vocabulary import Vocabulary, by
 from ..declaration import PER_REPLICA, Declared, Inhibition
-from ..expressions import looked_up, planned, processed_tokens, server_state, unless_asleep
+from ..expressions import (
+    MODEL,
+    capacity_lookups,
+    listed,
+    looked_up,
+    planned,
+    processed_tokens,
+    server_state,
+    unless_asleep,
+)
 from ..model import Alert, Recording
 from ..runbook_kit import Section
 from ..scenarios.capacity import capacity_cases, lost_cases
@@ -80,9 +89,14 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "or `down` (take a py-spy dump of a hung engine before), or scale the model out.",
                     "Then follow the runbook of each replica's own warning for the cause.",
                 ],
+                values={
+                    key: capacity_lookups(v)[part].replace(MODEL, 'model_name="MODEL"')
+                    for key, part in (("replicas_all", "replicas"), ("replicas_floor", "floor"))
+                },
                 why=[
                     "Ready, expected and desired per model (it pages below min_ready_replicas, or below "
                     "capacity_fraction of expected): `{replicas_ready}`, `{replicas_expected}`, `{replicas_desired}`",
+                    "The page's other numbers, all replicas and the floor: `{replicas_all}`, `{replicas_floor}`",
                     "Each replica not ready, and why: `{replica_unready}`",
                     "Targets failing their scrapes: `up{{{selector}}} == 0`",
                 ],
@@ -315,7 +329,7 @@ def _lost_rule(v: Vocabulary) -> list[Alert]:
 
 def _capacity_rule(v: Vocabulary) -> list[Alert]:
     n, p, fleet = v.names, v.cfg.paging, by(v.scope.fleet_model)
-    floor = _below_floor(v)
+    floor, q = _below_floor(v), capacity_lookups(v)
     # With only the most it had ready to go by, a replica not ready must be among the model's.
     lost = f"count by ({fleet}) ({n.replica_unready})"
     if _desired(v):
@@ -329,10 +343,10 @@ def _capacity_rule(v: Vocabulary) -> list[Alert]:
             severity="critical",
             summary="A vLLM model has lost serving capacity.",
             description=(
-                f"Model {{{{ $labels.model_name }}}}{v.scope.in_cluster} has {{{{ $value }}}} ready replicas, "
-                f"below its floor ({number(p.min_ready_replicas)}, or {number(p.capacity_fraction)} of the "
-                f"{looked_up(v, n.replicas_expected)} it should run); not ready: "
-                f"{looked_up(v, n.replica_unready, (v.scope.replica, 'cause'))}."
+                f"Model {{{{ $labels.model_name }}}}{v.scope.in_cluster}: {{{{ $value }}}} of "
+                f"{looked_up(v, q['replicas'])} replicas ready, expected {looked_up(v, q['expected'])}, "
+                f"floor {looked_up(v, q['floor'])}"
+                f"{listed(v, n.replica_unready, v.scope.replica, 'cause', '; not ready: ', v.scope.replica)}."
             ),
             dashboard="overview",
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...promql import number
 from ...vocabulary import Vocabulary
-from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
+from ..declaration import DEAD_SERVER, LOAD_SYMPTOMS, PER_REPLICA, Declared
 from ..expressions import check_bucket_bound, human_seconds, traffic
 from ..model import Alert
 from ..runbook_kit import Section
@@ -127,7 +127,8 @@ def _p95_declared(
         panel=panel,
         runbook=runbook,
         scenarios=p95_cases(key),
-        symptoms=(DEAD_SERVER, PER_REPLICA),
+        # Queue time is load: a burn page of the model silences it (LOAD_SYMPTOMS).
+        symptoms=(DEAD_SERVER, PER_REPLICA, *((LOAD_SYMPTOMS,) if key == "request_queue_time" else ())),
     )
 
 

@@ -4,17 +4,21 @@ page: a pipeline that cannot evaluate or deliver is an outage of the monitoring.
 
 from __future__ import annotations
 
-from ...promql import selector
+from ...promql import number, selector
 from ...vocabulary import Vocabulary, by
 from ..declaration import NO_PANEL, Declared
+from ..expressions import percent
 from ..model import Alert
 from ..runbook_kit import Section
 from ..scenarios.meta import (
+    DELIVERIES,
     DELIVERY_FAILURES,
     RELOADED,
     RULE_FAILURES,
     SEND_ERRORS,
+    SENT,
     notification_cases,
+    pager_integrations,
     reload_cases,
     rule_failure_cases,
     watchdog_cases,
@@ -23,16 +27,18 @@ from ..scenarios.meta import (
 GROUP = "vllm-obs.meta"
 
 # Every series of Prometheus and Alertmanager the pipeline alerts read.
-PIPELINE_SERIES = (RULE_FAILURES, SEND_ERRORS, DELIVERY_FAILURES, *RELOADED.values())
+PIPELINE_SERIES = (RULE_FAILURES, SEND_ERRORS, SENT, DELIVERY_FAILURES, DELIVERIES, *RELOADED.values())
 
 
 # The dead man's switch. Not "Watchdog": kube-prometheus ships an alert of that name, and two
 # heartbeats of one name in one Alertmanager would be grouped, routed and silenced as one. Not
 # "Vllm...": a silence of `alertname=~"Vllm.*"` during an upgrade must not stop the heartbeat.
 HEARTBEAT = "WatchdogVllmObs"
+NOTIFICATIONS_FAILING = "VllmObsNotificationsFailing"
 
 
 def declarations(v: Vocabulary) -> list[Declared]:
+    w, r = v.cfg.alerts.notification_window, number(v.cfg.alerts.notification_failure_ratio)
     return [
         Declared(
             name=HEARTBEAT,
@@ -98,24 +104,36 @@ def declarations(v: Vocabulary) -> list[Declared]:
             scenarios=rule_failure_cases,
         ),
         Declared(
-            name="VllmObsNotificationsFailing",
-            knobs=("alerts.pipeline_for",),
+            name=NOTIFICATIONS_FAILING,
+            knobs=(
+                "alerts.pipeline_for",
+                "alerts.notification_window",
+                "alerts.notification_failure_ratio",
+                "alerts.notification_min_attempts",
+            ),
             on=bool(v.cfg.prometheus.prometheus_job),
             build=_notification_failures,
             panel="Notifications failing",
             runbook=Section(
                 meaning=(
-                    "Alerts do not reach people: Prometheus cannot send them to Alertmanager "
-                    '(`stage="prometheus"`), or Alertmanager cannot deliver them to a receiver '
-                    '(`stage="alertmanager"`, with its `integration`: pagerduty, slack...). A receiver '
-                    "whose key file is missing or empty fails like this on its first notification; "
-                    "`amtool check-config` does not see it. This alert reaches the other receiver "
-                    "(a page also goes to chat) when one of them fails."
+                    "More than alerts.notification_failure_ratio of the notifications attempted in "
+                    "alerts.notification_window failed (once at least alerts.notification_min_attempts were "
+                    'attempted): Prometheus cannot send alerts to Alertmanager (`stage="prometheus"`, '
+                    'critical), or Alertmanager cannot deliver them through an `integration` '
+                    '(`stage="alertmanager"`). The pager\'s integration (`channel="pager"`) is critical '
+                    'and goes to chat only, never to the failing pager; any other (`channel="chat"`: '
+                    "Slack answering 429, a webhook or mail server down) is a warning. A receiver whose key "
+                    "file is missing or empty fails every notification like this; `amtool "
+                    "check-config` does not see it."
                 ),
                 confirm=[
-                    "`rate(alertmanager_notifications_failed_total[5m])` by `integration`, and "
-                    "Alertmanager's log (`Notify for alerts failed`, with the receiver's error)",
-                    "`rate(prometheus_notifications_errors_total[5m])`; "
+                    "The failing share by `integration`: `increase(alertmanager_notifications_failed_total"
+                    f"[{w}]) / increase(alertmanager_notifications_total[{w}])`, and Alertmanager's log "
+                    "(`Notify for alerts failed`, with the receiver's error: a 429 is a rate limit, a 5xx "
+                    "the receiver's outage, a 4xx a wrong key or URL)",
+                    f"`increase(prometheus_notifications_errors_total[{w}]) / "
+                    f"increase(prometheus_notifications_sent_total[{w}])`, "
+                    "`prometheus_notifications_dropped_total`, "
                     "`prometheus_notifications_alertmanagers_discovered`",
                     "`vllm-obs doctor --alertmanager-secrets DIR` checks every receiver's key file",
                 ],
@@ -123,14 +141,19 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "Put the receiver's key or URL in its mounted file (see `secrets/`), fix the network "
                     "path to the receiver, or renew an expired key; Alertmanager reads the files again on "
                     "each notification.",
+                    "A chat integration rate-limited (429): group more (alertmanager.group_by, "
+                    "group_interval) or give the alerts their own webhook.",
                 ],
                 why=[
-                    "`sum by (integration) (rate(alertmanager_notifications_failed_total[5m])) > 0`",
-                    "`rate(prometheus_notifications_errors_total[5m]) > 0`",
+                    f"`sum by (integration) (increase(alertmanager_notifications_failed_total[{w}])) / "
+                    f"sum by (integration) (increase(alertmanager_notifications_total[{w}])) > {r}`",
+                    f"`sum(increase(prometheus_notifications_errors_total[{w}])) / "
+                    f"sum(increase(prometheus_notifications_sent_total[{w}])) > {r}`",
                 ],
                 first=[
                     "Which integration fails? Alertmanager's log names the receiver and its error.",
-                    "The pager's integration: until it is fixed, pages reach nobody; watch Alertmanager's UI.",
+                    "The pager's integration: until it is fixed, pages reach nobody; this alert is in chat "
+                    "only, so watch chat and Alertmanager's UI, and tell whoever is on call.",
                     "A key or URL file missing or expired: put it back; a network path: fix it.",
                 ],
             ),
@@ -198,36 +221,61 @@ def _rule_failures(v: Vocabulary) -> list[Alert]:
 
 
 def _notification_failures(v: Vocabulary) -> list[Alert]:
+    """The share of notifications that failed within alerts.notification_window, once enough were
+    attempted: Prometheus' sends page, and Alertmanager's by channel (the pager's page, others warn)."""
     a, jobs, target = v.cfg.alerts, _jobs(v), by(v.targets.target)
+    window, ratio, floor = a.notification_window, a.notification_failure_ratio, a.notification_min_attempts
+    judged = f"threshold {percent(ratio)}, at least {number(floor)} attempts, for {a.pipeline_for}"
+
+    def share(failed: str, total: str, keep: str) -> str:
+        attempts = f"sum by ({keep}) (increase({total}[{window}]))"
+        return (
+            f"sum by ({keep}) (increase({failed}[{window}]))\n/ {attempts} > {number(ratio)}\n"
+            f"and {attempts} >= {number(floor)}"
+        )
+
     common = dict(
-        name="VllmObsNotificationsFailing",
+        name=NOTIFICATIONS_FAILING,
         for_=a.pipeline_for,
-        severity="critical",
         summary="vllm-obs alerts are not reaching their receivers.",
         dashboard="failures",
+        threshold=ratio,
     )
-    sent = selector(SEND_ERRORS, jobs["prometheus"])
-    delivered = selector(DELIVERY_FAILURES, jobs["alertmanager"])
-    return [
+    prom = jobs["prometheus"]
+    out = [
         Alert(
-            expr=f"sum by ({target}) (rate({sent}[{a.rate_window}])) > 0",
+            expr=share(selector(SEND_ERRORS, prom), selector(SENT, prom), target),
+            severity="critical",
             labels={"stage": "prometheus"},
             description=(
-                f"Prometheus {v.targets.target_ref} fails to send alerts to "
-                f"Alertmanager ({{{{ $value | humanize }}}}/s, for {a.pipeline_for})."
+                f"Prometheus {v.targets.target_ref} failed to send {{{{ $value | humanizePercentage }}}} "
+                f"of its alerts to Alertmanager in {window} ({judged})."
             ),
             **common,
-        ),
-        Alert(
-            expr=f"sum by ({target}, integration) (rate({delivered}[{a.rate_window}])) > 0",
-            labels={"stage": "alertmanager"},
-            description=(
-                f"Alertmanager {v.targets.target_ref} fails to deliver notifications "
-                f"through {{{{ $labels.integration }}}} ({{{{ $value | humanize }}}}/s, for {a.pipeline_for})."
-            ),
-            **common,
-        ),
+        )
     ]
+    pagers = pager_integrations(v.cfg.alertmanager)
+    one_of = "|".join(pagers)
+    channels = [("pager", "critical", f'integration=~"{one_of}"')] if pagers else []
+    channels.append(("chat", "warning", f'integration!~"{one_of}"' if pagers else ""))
+    for channel, severity, matcher in channels:
+        am = (jobs["alertmanager"], matcher)
+        out.append(
+            Alert(
+                expr=share(
+                    selector(DELIVERY_FAILURES, *am), selector(DELIVERIES, *am), f"{target}, integration"
+                ),
+                severity=severity,
+                labels={"stage": "alertmanager", "channel": channel},
+                description=(
+                    f"Alertmanager {v.targets.target_ref} failed {{{{ $value | humanizePercentage }}}} "
+                    f"of its notifications through {{{{ $labels.integration }}}} ({channel}) in {window} "
+                    f"({judged})."
+                ),
+                **common,
+            )
+        )
+    return out
 
 
 def _reload_failures(v: Vocabulary) -> list[Alert]:

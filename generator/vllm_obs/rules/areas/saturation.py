@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...promql import number, seconds, selector
 from ...vocabulary import Vocabulary, by
-from ..declaration import DEAD_SERVER, PER_REPLICA, Declared
+from ..declaration import DEAD_SERVER, LOAD_SYMPTOMS, PER_REPLICA, Declared
 from ..expressions import percent, queue_threshold, slots_full, traffic
 from ..model import Alert
 from ..runbook_kit import Section
@@ -38,9 +38,9 @@ def declarations(v: Vocabulary) -> list[Declared]:
                     "has stayed above the threshold (`alerts.queue_waiting_threshold`, or with "
                     "`alerts.max_num_seqs` set `alerts.queue_waiting_per_slot` per slot, so a queue counts "
                     "against the batch it waits for). Demand exceeds what the server admits per step. Every "
-                    "waiting request adds its wait to its time to first token within seconds, which is why this "
-                    "alert waits only `alerts.queue_for` (2m by default; 1m suits traffic whose bursts drain "
-                    "within a minute)."
+                    "waiting request adds its wait to its time to first token; a normal peak's queue drains "
+                    "within minutes, so this alert waits `alerts.queue_for` (5m by default), and an SLO burn "
+                    "page of the model silences it (the page already says users wait)."
                 ),
                 confirm=[
                     "Waiting and running: `{waiting}`, `{running}`",
@@ -54,7 +54,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=queue_cases,
-            symptoms=(DEAD_SERVER, PER_REPLICA),
+            symptoms=(DEAD_SERVER, PER_REPLICA, LOAD_SYMPTOMS),
         ),
         Declared(
             name="VllmSchedulerThrottled",
@@ -122,7 +122,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=kv_pressure_cases,
-            symptoms=(DEAD_SERVER, PER_REPLICA),
+            symptoms=(DEAD_SERVER, PER_REPLICA, LOAD_SYMPTOMS),
         ),
         Declared(
             name="VllmKVCacheFillingUp",
@@ -144,7 +144,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 act=["The remedies of VllmKVCachePressure; adding a replica now is the quickest."],
             ),
             scenarios=kv_filling_cases,
-            symptoms=(DEAD_SERVER, PER_REPLICA),
+            symptoms=(DEAD_SERVER, PER_REPLICA, LOAD_SYMPTOMS),
         ),
         Declared(
             name="VllmPreemptions",
@@ -172,7 +172,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 ],
             ),
             scenarios=preemptions_cases,
-            symptoms=(DEAD_SERVER, PER_REPLICA),
+            symptoms=(DEAD_SERVER, PER_REPLICA, LOAD_SYMPTOMS),
         ),
     ]
 

@@ -17,10 +17,10 @@ from ...vocabulary import (
     Vocabulary,
     by,
 )
-from ..declaration import Declared, Inhibition
-from ..expressions import check_bucket_bound, minus, percent, sum_of
+from ..declaration import LOAD_SYMPTOMS, Declared, Inhibition
+from ..expressions import MODEL, burn_lookups, check_bucket_bound, listed, looked_up, minus, percent, sum_of
 from ..model import Alert, Group, Recording
-from ..runbook_kit import Section
+from ..runbook_kit import Section, placeholders
 from ..scenarios.slo_burn import burn_cases
 
 GROUP = "vllm-obs.slo-burn"
@@ -43,6 +43,8 @@ PER_REPLICA_SYMPTOMS = ("VllmHighTimeToFirstToken", "VllmHighTimePerOutputToken"
 # An SLO page silences the same model's per-replica latency and error warnings; an availability
 # page also its latency pages (failed requests miss time to first token too).
 _EXPLAINS = Inhibition(alerts=PER_REPLICA_SYMPTOMS, equal="model", matchers=('severity="critical"',))
+# A burn page also silences the model's load warnings (queue, KV-cache pressure): it says users wait.
+_LOAD = Inhibition(symptoms=(LOAD_SYMPTOMS,), equal="model", matchers=('severity="critical"',))
 KNOBS = ("slo.min_bad_events", "slo.min_history", "slo.models", "paging.recovery_for")
 FIRST_MOVES = [
     "One replica or all? `{worst}`: one replica far worse than the rest is a replica's fault "
@@ -94,6 +96,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
             scenarios=burn_cases("availability"),
             inhibits=(
                 _EXPLAINS,
+                _LOAD,
                 Inhibition(
                     alerts=("VllmTimeToFirstTokenBudgetBurn", "VllmTimePerOutputTokenBudgetBurn"),
                     equal="model",
@@ -125,7 +128,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 worst="topk(5, {ttft_p95})",
             ),
             scenarios=burn_cases("ttft"),
-            inhibits=(_EXPLAINS,),
+            inhibits=(_EXPLAINS, _LOAD),
         ),
         Declared(
             name="VllmTimePerOutputTokenBudgetBurn",
@@ -152,7 +155,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 worst="topk(5, {itl_p95})",
             ),
             scenarios=burn_cases("itl"),
-            inhibits=(_EXPLAINS,),
+            inhibits=(_EXPLAINS, _LOAD),
         ),
     ]
 
@@ -177,18 +180,27 @@ def _tells_failures(v: Vocabulary) -> bool:
 def _runbook(v: Vocabulary, name: str, section: Section, worst: str) -> Section:
     """The section with the queries that reproduce a page and the first five minutes' moves."""
     slo = v.slo(name)
-    if slo is None:
+    if slo is None or not v.holding(name):
         return section
-    fast, slow = (t for t in BURN_TIERS if t.paging)
+    target = v.holding(name)[0][1]
+    paging = [burn_lookups(v, target, t) for t in BURN_TIERS if t.paging]
+
+    def shown(query: str) -> str:  # for one model, braces kept through the runbook's format()
+        return "`" + query.replace(MODEL, 'model_name="MODEL"').replace("{", "{{").replace("}", "}}") + "`"
+
+    factors = ", ".join(f"{t.long}/{t.short} above {number(t.factor)}x" for t in BURN_TIERS if t.paging)
     why = [
-        f"Each paging tier's two windows (a tier fires when both exceed its factor times the budget): "
-        f"`{slo.miss(fast.long)}` and `{slo.miss(fast.short)}` ({number(fast.factor)}x), "
-        f"`{slo.miss(slow.long)}` and `{slo.miss(slow.short)}` ({number(slow.factor)}x)",
-        f"The same from the raw counters, one window: `{slo.bad_in(fast.long)} / {slo.events_in(fast.long)}`",
-        f"The {slo.events} it judged over the hour, and the bad ones: `{slo.events_in(fast.long)}`, "
-        f"`{slo.bad_in(fast.long)}`",
-        f"The worst replicas: `{worst}`",
+        f"Each paging window's burn, the page's numbers (a tier fires when both its windows exceed its "
+        f"factor: {factors}): " + ", ".join(shown(q[w]) for q in paging for w in ("long", "short")),
+        f"The {slo.events} a second it judged over the hour: {shown(paging[0]['rate'])}",
     ]
+    if "worst" in paging[0]:
+        why.append(f"The worst replicas now: {shown(paging[0]['worst'])}")
+    why.append(
+        f"The hour's bad and all {slo.events}, as the floors count them: "
+        f"{shown(slo.bad_in('1h'))}, {shown(slo.events_in('1h'))}"
+    )
+    worst = worst.format(**placeholders(v))
     return Section(section.meaning, section.confirm, section.act, {"worst": worst}, why, FIRST_MOVES)
 
 
@@ -223,6 +235,24 @@ def limit(target: SloTarget, tier: BurnTier) -> str:
     return f"({number(tier.factor)} * {number(target.budget)})"
 
 
+def _description(v: Vocabulary, target: SloTarget, tier: BurnTier) -> str:
+    """The page's current numbers, queried when it notifies: each window's burn, the traffic
+    judged and the worst replicas now (not `$value`, the long window when it began)."""
+    slo, q = target.slo, burn_lookups(v, target, tier)
+    burn = ' | printf "%.1f"'
+    worst = ""
+    if "worst" in q:  # availability reads the per-replica failure ratio, over the alerts' rate window
+        window = v.cfg.alerts.rate_window if slo.name == "availability" else SLO_WINDOWS[0]
+        worst = listed(v, q["worst"], v.scope.replica, "value", before=f"; worst replicas over {window}: ")
+    return (
+        f"Model {{{{ $labels.model_name }}}} (job {{{{ $labels.job }}}}{v.scope.in_cluster}) is burning its "
+        f"{slo.what} error budget {looked_up(v, q['long'], burn)}x over {tier.long} and "
+        f"{looked_up(v, q['short'], burn)}x over {tier.short} (this tier fires above {number(tier.factor)}x "
+        f"the {target.budget:.2%} of misses its {percent(target.objective)} objective allows), on "
+        f"{looked_up(v, q['rate'], ' | humanize')} {slo.events} a second over {tier.long}{worst}."
+    )
+
+
 def _tier(v: Vocabulary, slo: Slo, cls: ModelClass, target: SloTarget, tier: BurnTier) -> Alert:
     fleet, c = by(v.scope.fleet_model), v.cfg.slo
     floor = {"slo.min_requests": c.min_requests, "slo.min_tokens": c.min_tokens}[slo.floor]
@@ -246,12 +276,7 @@ def _tier(v: Vocabulary, slo: Slo, cls: ModelClass, target: SloTarget, tier: Bur
         severity=tier.severity,
         labels={"long": tier.long, "short": tier.short},
         summary=f"vLLM is burning its {slo.what} error budget too fast.",
-        description=(
-            f"Model {{{{ $labels.model_name }}}} (job {{{{ $labels.job }}}}{v.scope.in_cluster}) misses its "
-            f"{slo.what} SLO on {{{{ $value | humanizePercentage }}}} of its {slo.events} over {tier.long}, "
-            f"and over {tier.short} too: more than {number(tier.factor)}x the {target.budget:.2%} its "
-            f"{percent(target.objective)} objective allows."
-        ),
+        description=_description(v, target, tier),
         dashboard="overview",
     )
 

@@ -5,6 +5,7 @@ the joins a swapped or reused server must not break."""
 from __future__ import annotations
 
 from ...signals import FOUNDATIONS
+from ..expressions import MODEL, capacity_lookups
 from ..model import Alert
 from ..scenario_kit import (
     NEAR_SIDES,
@@ -44,9 +45,14 @@ class _Cases:
 
     def page(self, ready: float, expected: float, lost: dict[str, str]) -> list[Expect]:
         """The model's page: its ready replicas, what it should run, and each replica lost and why."""
+        q, fleet, p = capacity_lookups(self.inputs.v), self.inputs.fleet_result(), self.inputs.cfg.paging
         lookups = {
-            self.n.replicas_expected: [(self.inputs.fleet_result(), expected)],
-            self.n.replica_unready: [({**self.inputs.result(w), "cause": c}, 1) for w, c in lost.items()],
+            q["replicas"]: [({}, ready + len(lost))],
+            q["expected"]: [(fleet, expected)],
+            q["floor"]: [(fleet, max(p.capacity_fraction * expected, p.min_ready_replicas))],
+            f"{self.n.replica_unready}{{{MODEL}}}": [
+                ({**self.inputs.result(w), "cause": c}, 1) for w, c in lost.items()
+            ],
         }
         return [Expect(self.rule, self.inputs.fleet_result(), ready, lookups)]
 

@@ -1,12 +1,16 @@
 """promtool cases of the pipeline alerts: the heartbeat, failed rule evaluations, notifications
-that are not sent or not delivered (however sparse), and failed configuration reloads."""
+that are not sent or not delivered (a share of the attempts), and failed configuration reloads."""
 
 from __future__ import annotations
 
+import math
+
+from ...config import AlertmanagerSection
+from ...promql import number
 from ..model import Alert
 from ..scenario_kit import (
+    NEAR_SIDES,
     REPLICA,
-    SPARSE_EVERY,
     Case,
     Check,
     Expect,
@@ -14,14 +18,18 @@ from ..scenario_kit import (
     boundary,
     minutes,
     series_text,
-    sparse_counter,
 )
 
 # Prometheus' and Alertmanager's own series the pipeline alerts (and the failures dashboard) read:
 # named here, where their cases feed them, and imported by the rules.
 RULE_FAILURES = "prometheus_rule_evaluation_failures_total"
 SEND_ERRORS = "prometheus_notifications_errors_total"
+SENT = "prometheus_notifications_sent_total"  # every alert it tried to send, failed or not
 DELIVERY_FAILURES = "alertmanager_notifications_failed_total"
+DELIVERIES = "alertmanager_notifications_total"  # every notification it attempted
+AM_URL = "http://alertmanager:9093/api/v2/alerts"  # the `alertmanager` label of Prometheus' series
+# A receiver type of the config -> the `integration` label of Alertmanager's notification series.
+INTEGRATIONS = {t: t for t in ("pagerduty", "opsgenie", "webhook", "email", "slack")}
 RELOADED = {c: f"{c}_config_last_reload_successful" for c in ("prometheus", "alertmanager")}
 
 # Minutes a case runs past its alert's `for`, so its last checks come after that has elapsed.
@@ -78,78 +86,77 @@ def rule_failure_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     return [fails, other]
 
 
+def pager_integrations(am: AlertmanagerSection) -> tuple[str, ...]:
+    """Alertmanager's integrations that page: those of the critical receiver and of every team's."""
+    types = [am.critical.type, *(team.critical.type for team in am.teams)]
+    return tuple(sorted({INTEGRATIONS[t] for t in types if t in INTEGRATIONS}))
+
+
 def notification_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
-    by_stage = {r.labels["stage"]: r for r in rules}
-    rule = by_stage["alertmanager"]
-    span = minutes(rule.for_) + PAST_FOR
-    failing = Case(f"{rule.name} fires when Alertmanager keeps failing to deliver through pagerduty")
-    _pipeline(
-        failing,
-        inputs,
-        "alertmanager",
-        DELIVERY_FAILURES,
-        f"0+3x{span}",
-        integration="pagerduty",
-    )
-    _pipeline(
-        failing,
-        inputs,
-        "alertmanager",
-        DELIVERY_FAILURES,
-        f"0+0x{span}",
-        integration="slack",
-    )
-    _pipeline(failing, inputs, "prometheus", SEND_ERRORS, f"0+0x{span}")
-    value = 3 / 60
-    failing.checks = boundary(
-        rule.name,
-        1,
-        rule.for_,
-        [Expect(rule, _result(inputs, "alertmanager", integration="pagerduty"), value)],
-    )
-    unsent = Case(f"{rule.name} fires when Prometheus keeps failing to send to Alertmanager")
-    sent_rule = by_stage["prometheus"]
-    _pipeline(unsent, inputs, "prometheus", SEND_ERRORS, f"0+6x{span}")
-    unsent.checks = boundary(
-        rule.name, 1, rule.for_, [Expect(sent_rule, _result(inputs, "prometheus"), 6 / 60)]
-    )
-    fine = Case(f"{rule.name} stays silent while every notification is delivered")
-    _pipeline(
-        fine,
-        inputs,
-        "alertmanager",
-        DELIVERY_FAILURES,
-        f"0+0x{span}",
-        integration="pagerduty",
-    )
-    _pipeline(fine, inputs, "prometheus", SEND_ERRORS, f"0+0x{span}")
-    fine.checks = [Check(span - 1, rule.name, [])]
-    return [failing, unsent, fine, *_sparse_notification_cases(by_stage, inputs)]
-
-
-def _sparse_notification_cases(by_stage: dict[str, Alert], inputs: Inputs) -> list[Case]:
-    """A failure every few minutes is a failing pipeline too: each stays in alerts.rate_window
-    until the next."""
-    window = minutes(inputs.cfg.alerts.rate_window)
-    if window <= SPARSE_EVERY:
-        return []  # a window shorter than the retries' interval (a fast test clock)
+    a = inputs.cfg.alerts
+    pagers = pager_integrations(inputs.cfg.alertmanager)
     cases = []
-    for stage, rule in by_stage.items():
-        fire_at = SPARSE_EVERY + minutes(rule.for_)
-        span = fire_at + 3
-        failures = sparse_counter(span)
-        case = Case(f"{rule.name} fires when {stage} fails once every {SPARSE_EVERY} minutes")
-        if stage == "alertmanager":
-            _pipeline(case, inputs, stage, DELIVERY_FAILURES, failures, integration="pagerduty")
-            labels = _result(inputs, stage, integration="pagerduty")
+    for rule in rules:
+        if rule.labels["stage"] == "prometheus":
+            cases += _notification_rule_cases(rule, inputs, "prometheus", None)
+        elif rule.labels["channel"] == "pager":
+            cases += _notification_rule_cases(rule, inputs, "alertmanager", pagers[0])
         else:
-            _pipeline(case, inputs, stage, SEND_ERRORS, failures)
-            labels = _result(inputs, stage)
-        # The failures in the window ending at fire_at, over the whole window (no extrapolation).
-        seen = fire_at // SPARSE_EVERY - max(0, fire_at - window) // SPARSE_EVERY
-        case.checks = boundary(
-            rule.name, SPARSE_EVERY, rule.for_, [Expect(rule, labels, seen / (window * 60))]
-        )
+            chat = next(i for i in (*INTEGRATIONS.values(), "msteams") if i not in pagers)
+            cases += _notification_rule_cases(rule, inputs, "alertmanager", chat)
+    span = minutes(a.pipeline_for) + PAST_FOR
+    fine = Case(f"{rules[0].name} stays silent while every notification is delivered")
+    for integration in ("pagerduty", "slack"):
+        _attempts(fine, inputs, "alertmanager", integration, f"0+0x{span}", f"0+2x{span}")
+    _attempts(fine, inputs, "prometheus", None, f"0+0x{span}", f"0+2x{span}")
+    fine.checks = [Check(span - 1, rules[0].name, [])]
+    return [*cases, fine]
+
+
+def _attempts(
+    case: Case, inputs: Inputs, component: str, integration: str | None, failed: str, total: str
+) -> None:
+    """One component's failed and attempted notifications (Alertmanager: of one integration)."""
+    labels = {"integration": integration} if integration else {"alertmanager": AM_URL}
+    names = (SEND_ERRORS, SENT) if component == "prometheus" else (DELIVERY_FAILURES, DELIVERIES)
+    _pipeline(case, inputs, component, names[0], failed, **labels)
+    _pipeline(case, inputs, component, names[1], total, **labels)
+
+
+def _notification_rule_cases(
+    rule: Alert, inputs: Inputs, component: str, integration: str | None
+) -> list[Case]:
+    """Each side of the failure ratio and of the attempts floor, and the `for`, for one rule."""
+    a = inputs.cfg.alerts
+    ratio, floor = a.notification_failure_ratio, a.notification_min_attempts
+    window = minutes(a.notification_window)
+    what = f"{component} through {integration}" if integration else component
+    labels = _result(inputs, component, **({"integration": integration} if integration else {}))
+    span = minutes(rule.for_) + PAST_FOR
+    cases = []
+    for side, scale in NEAR_SIDES:
+        # `rate` attempts a minute from the start, the floor reached at minute `start`, well within
+        # the window.
+        case = Case(f"{rule.name}: {what} failing {side} alerts.notification_failure_ratio")
+        rate = max(1, math.ceil(2 * floor / window))
+        start = max(1, math.ceil(floor / rate))
+        span_here = start + span
+        failed = f"0+{number(ratio * scale * rate)}x{span_here}"
+        _attempts(case, inputs, component, integration, failed, f"0+{rate}x{span_here}")
+        if scale > 1:
+            case.checks = boundary(rule.name, start, rule.for_, [Expect(rule, labels, ratio * scale)])
+        else:
+            case.checks = [Check(m, rule.name, []) for m in (start + minutes(rule.for_), span_here - 1)]
+        cases.append(case)
+    for side, scale in NEAR_SIDES:
+        # Every attempt fails, floor x scale of them per window, over twice the window.
+        per_minute = floor * scale / window
+        span_here = 2 * window + minutes(rule.for_) + PAST_FOR
+        every = number(per_minute)
+        case = Case(f"{rule.name}: {what} failing every attempt, {side} alerts.notification_min_attempts")
+        _attempts(case, inputs, component, integration, f"0+{every}x{span_here}", f"0+{every}x{span_here}")
+        expected = [Expect(rule, labels, 1)] if scale > 1 else []
+        case.checks = [Check(span_here - 1, rule.name, expected)]
         cases.append(case)
     return cases
 

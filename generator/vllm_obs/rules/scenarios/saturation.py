@@ -29,7 +29,15 @@ def queue_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     silent = Case(f"VllmQueueDepthHigh stays silent at exactly {threshold:g} waiting")
     inputs.gauge(silent, sig, threshold, span)
     silent.checks = [Check(span - 1, rule.name, [])]
-    return [fire, silent]
+    # A peak's queue that drains a scrape before `for` has passed: never a ticket.
+    held = minutes(rule.for_)
+    peak = Case(f"VllmQueueDepthHigh stays silent through a peak that drains within {rule.for_}")
+    values = f"{number(threshold + 1)}+0x{held - 1} 0+0x{span - held}"
+    peak.add(series_text(sig.name, inputs.labels(signal=sig)), values)
+    if sig.has_label("engine"):
+        peak.add(series_text(sig.name, inputs.labels(signal=sig, engine="1")), f"0+0x{span}")
+    peak.checks = [Check(m, rule.name, []) for m in (held - 1, held, span - 1)]
+    return [fire, silent, peak]
 
 
 def throttled_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from ...promql import bucket_text, number, seconds
 from ...vocabulary import BURN_TIERS, SCRAPE_HISTORY, BurnTier, ModelClass, SloTarget
+from ..expressions import burn_lookups
 from ..model import Alert
 from ..scenario_kit import (
     MODEL,
@@ -93,17 +94,38 @@ class _Burn:
 
     # -- the checks ------------------------------------------------------------------------
 
-    def checks(self, case: Case, w: Windows, at: list[int]) -> None:
-        """At each minute, every tier the windows say fires, with its long window's ratio."""
+    def checks(self, case: Case, w: Windows, at: list[int], observed: bool = True) -> None:
+        """At each minute, every tier the windows say fires, with its long window's ratio;
+        `observed`: the replica's histogram saw the misses (not so for failed requests)."""
         for m in at:
             for tier, rule in self.tiers:
                 assert w.certain(m, self.judge(tier, rule)), (case.name, tier, m)
             firing = [
-                Expect(rule, self.inputs.fleet_result(), w.ratio(m, self.judge(tier, rule).long) or 0.0)
+                self.expect(tier, rule, w, m, observed)
                 for tier, rule in self.tiers
                 if w.firing(m, self.judge(tier, rule))
             ]
             case.checks.append(Check(m, self.name, firing))
+
+    def expect(self, tier: BurnTier, rule: Alert, w: Windows, m: int, observed: bool) -> Expect:
+        """The tier's page at minute m, with what its description queries (one replica serves)."""
+        judge = self.judge(tier, rule)
+        long, short = w.ratio(m, judge.long) or 0.0, w.ratio(m, judge.short) or 0.0
+        now = (w.ratio(m, 5) or 0.0) if observed else 0.0
+        return self.page(tier, rule, long, short, w.per_second(m, judge.long), now)
+
+    def page(self, tier: BurnTier, rule: Alert, long: float, short: float, rate: float, now: float) -> Expect:
+        """A page whose windows miss `long` and `short`, on `rate` events a second, the replica `now`."""
+        q, fleet = burn_lookups(self.inputs.v, self.target, tier), self.inputs.fleet_result()
+        budget = self.target.budget
+        lookups = {
+            q["long"]: [(fleet, long / budget)],
+            q["short"]: [(fleet, short / budget)],
+            q["rate"]: [(fleet, rate)],
+        }
+        if "worst" in q and now > 0:
+            lookups[q["worst"]] = [(self.inputs.result(REPLICA), now)]
+        return Expect(rule, fleet, long, lookups)
 
     def judged(self, case: Case, w: Windows, tier: BurnTier, rule: Alert, at: list[int]) -> None:
         """Whether this tier alone fires at each minute (the others move too)."""
@@ -333,7 +355,8 @@ class _Burn:
         at = 1 + minutes(self.tiers[0][1].for_)
         if self.inputs.outcomes(case, SPAN, 0, PER_MIN) == "none":
             return []  # this source cannot tell a failure
-        self.checks(case, Windows(Traffic.parts(PER_MIN, [(0, PER_MIN)], at + 2)), [at - 1, at])
+        w = Windows(Traffic.parts(PER_MIN, [(0, PER_MIN)], at + 2))
+        self.checks(case, w, [at - 1, at], observed=False)
         return [_cut(case)]
 
     def backlog_case(self) -> Case:
@@ -450,7 +473,10 @@ class _Burn:
             if inputs.cfg.prometheus.log_exporters:
                 inputs.server_state(case, SPAN, since, states)
                 inputs.event_times(case, SPAN, **events)
-            expected = [] if planned else [Expect(fast, inputs.fleet_result(), refused / (users + refused))]
+            share, tier = refused / (users + refused), self.tiers[0][0]
+            w = Windows(Traffic.parts(users + refused, [(0, refused)], at + 2))
+            rate = w.per_second(at, self.judge(tier, fast).long)
+            expected = [] if planned else [self.page(tier, fast, share, share, rate, 0)]
             case.checks = [Check(at, fast.name, expected)]
             cases.append(_cut(case))
         return cases

@@ -97,6 +97,11 @@ class Windows:
         b, n, count = self._window(m, window)
         return (b if bad else n) / count * window * 60 if count else 0.0
 
+    def per_second(self, m: int, window: int) -> float:
+        """The recorded events a second, averaged over `window` (avg_over_time)."""
+        _, n, count = self._window(m, window)
+        return n / count if count else 0.0
+
     def history(self, m: int, window: int) -> float | None:
         """Seconds Prometheus has scraped, as the tiers read it (up to `window`)."""
         start = self.t.scraped_from
