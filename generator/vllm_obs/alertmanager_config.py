@@ -175,12 +175,12 @@ def _one_of(label: str, values: tuple[str, ...]) -> str:
 
 def _severity_inhibition(sc: Scope) -> dict[str, Any]:
     return {
-        # The critical tier of an alert silences its own warning tier on the same
-        # replica and model (job, instance and model_name may be absent on both,
-        # which then means the same fleet-level scope).
+        # The critical tier of an alert silences its own warning tier on the same replica and
+        # model (labels absent on both mean the same scope); a failing pager integration
+        # never silences a failing chat one, which is then its only way out.
         "source_matchers": ['severity="critical"'],
         "target_matchers": ['severity="warning"'],
-        "equal": ["alertname", *sc.instance_model],
+        "equal": ["alertname", *sc.instance_model, "integration"],
     }
 
 

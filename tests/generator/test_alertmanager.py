@@ -237,6 +237,10 @@ POSTED = [
     alert("loop-down", "VllmTargetDown", "warning", instance="g-0:8000"),
     # A slow start on another server still warns.
     alert("slow-elsewhere", "VllmStartupSlow", "warning", instance="h-0:8000"),
+    # The pager and the chat failing together: the chat warning is not the pager alert's lower
+    # tier, and must stay (it may still get out another way).
+    alert("pager-failing", "VllmObsNotificationsFailing", "critical", instance="am:9093", integration="pagerduty"),
+    alert("chat-failing", "VllmObsNotificationsFailing", "warning", instance="am:9093", integration="slack"),
 ]
 INHIBITED = {
     "down",
@@ -285,6 +289,8 @@ def test_inhibition_on_a_real_alertmanager(tmp_path):
         "hung",
         "loop",
         "slow-elsewhere",
+        "pager-failing",
+        "chat-failing",
     }
 
 
