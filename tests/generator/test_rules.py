@@ -227,7 +227,8 @@ def test_a_user_who_changes_thresholds_gets_tests_that_pin_the_new_ones(tmp_path
             '(vllm:kv_cache_usage_perc{job="vllm"}) > 0.9',
             '(vllm:kv_cache_usage_perc{job="vllm"}) >= 0.9',
         ),  # silent sits on it
-        ("for: 1m", "for: 2m"),  # the KV pressure `for` boundary
+        # The KV pressure `for` boundary (the end of its expression, then its `for`).
+        ("rate5m > 0\n      )\n    for: 5m\n", "rate5m > 0\n      )\n    for: 6m\n"),
         # A first start must not warn: drop that branch of VllmTargetDown's planned starts.
         ('event="startup_complete"}) == 0\n', 'event="startup_complete"}) == -1\n'),
         # A start after an engine death is not planned: drop the death's part of the rule.
