@@ -362,8 +362,9 @@ def test_with_max_num_seqs_the_queue_counts_against_the_slots(tmp_path):
     tests = yaml.safe_load((bundle / "tests" / "rules" / "saturation.test.yml").read_text())["tests"]
     names = [t["name"] for t in tests if t["name"].startswith("VllmQueueDepthHigh")]
     assert names == [
-        "VllmQueueDepthHigh fires after 2m with 17 waiting",
+        "VllmQueueDepthHigh fires after 5m with 17 waiting",
         "VllmQueueDepthHigh stays silent at exactly 16 waiting",
+        "VllmQueueDepthHigh stays silent through a peak that drains within 5m",
     ]
     failures = promtool_each_file_on_its_slice(bundle, only=("saturation.test.yml",))
     assert not failures, "\n".join(failures)
