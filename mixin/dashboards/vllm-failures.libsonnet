@@ -2775,7 +2775,10 @@ local values = import '../lib/values.libsonnet';
                 type: 'prometheus',
                 uid: '${datasource}',
               },
-              expr: 'sum(rate(prometheus_notifications_errors_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval])) / sum(rate(prometheus_notifications_sent_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval]))',
+              expr:
+                'sum (rate(prometheus_notifications_errors_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval]))\n' +
+                '/ (sum (rate(prometheus_notifications_sent_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval])) > 0)\n' +
+                'or sum (rate(prometheus_notifications_sent_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval])) * 0',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2783,7 +2786,10 @@ local values = import '../lib/values.libsonnet';
               intervalFactor: 1,
               legendFormat: 'Prometheus to Alertmanager',
               metric: '',
-              query: 'sum(rate(prometheus_notifications_errors_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval])) / sum(rate(prometheus_notifications_sent_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval]))',
+              query:
+                'sum (rate(prometheus_notifications_errors_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval]))\n' +
+                '/ (sum (rate(prometheus_notifications_sent_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval])) > 0)\n' +
+                'or sum (rate(prometheus_notifications_sent_total{' + v.clusterMatcher + 'job="prometheus"}[$__rate_interval])) * 0',
               refId: 'A',
               step: 10,
               target: '',
@@ -2795,7 +2801,8 @@ local values = import '../lib/values.libsonnet';
               },
               expr:
                 'sum by (integration) (rate(alertmanager_notifications_failed_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))\n' +
-                '/ sum by (integration) (rate(alertmanager_notifications_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))',
+                '/ (sum by (integration) (rate(alertmanager_notifications_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval])) > 0)\n' +
+                'or sum by (integration) (rate(alertmanager_notifications_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval])) * 0',
               format: 'time_series',
               hide: false,
               instant: false,
@@ -2805,7 +2812,8 @@ local values = import '../lib/values.libsonnet';
               metric: '',
               query:
                 'sum by (integration) (rate(alertmanager_notifications_failed_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))\n' +
-                '/ sum by (integration) (rate(alertmanager_notifications_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval]))',
+                '/ (sum by (integration) (rate(alertmanager_notifications_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval])) > 0)\n' +
+                'or sum by (integration) (rate(alertmanager_notifications_total{' + v.clusterMatcher + 'job="alertmanager"}[$__rate_interval])) * 0',
               refId: 'B',
               step: 10,
               target: '',

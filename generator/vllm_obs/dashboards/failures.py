@@ -371,16 +371,10 @@ def _pipeline_panels(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
                 "(VllmObsNotificationsFailing judges it over alerts.notification_window)."
             ),
             unit="percentunit",
+            # 0, not 0/0, while nothing was sent: a quiet pipeline has failed nothing.
             queries=(
-                Query(
-                    f"sum(rate({SEND_ERRORS}{prom}[$__rate_interval])) / sum(rate({SENT}{prom}[$__rate_interval]))",
-                    "Prometheus to Alertmanager",
-                ),
-                Query(
-                    f"sum by (integration) (rate({DELIVERY_FAILURES}{am}[$__rate_interval]))\n"
-                    f"/ sum by (integration) (rate({DELIVERIES}{am}[$__rate_interval]))",
-                    "{{integration}}",
-                ),
+                Query(_failed_share(SEND_ERRORS, SENT, prom, ""), "Prometheus to Alertmanager"),
+                Query(_failed_share(DELIVERY_FAILURES, DELIVERIES, am, "integration"), "{{integration}}"),
             ),
             min=0,
             width=8,
@@ -399,3 +393,10 @@ def _pipeline_panels(cfg: BundleConfig, f: Filters) -> tuple[Panel, ...]:
             may_be_empty="Prometheus and Alertmanager are scraped under other jobs (prometheus.prometheus_job)",
         ),
     )
+
+
+def _failed_share(failed: str, attempted: str, selector: str, by: str) -> str:
+    """failed / attempted over the rate interval, 0 where nothing was attempted."""
+    agg = f"sum by ({by})" if by else "sum"
+    attempts = f"{agg} (rate({attempted}{selector}[$__rate_interval]))"
+    return f"{agg} (rate({failed}{selector}[$__rate_interval]))\n/ ({attempts} > 0)\nor {attempts} * 0"
