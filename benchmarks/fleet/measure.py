@@ -419,8 +419,8 @@ def check_equivalence(
             )
             continue
         at = stamps[evaluation]
-        recorded = {_key(r["metric"]): float(r["value"][1]) for r in prom.query(q.expr, at=at)}
-        raw = {_key(r["metric"]): float(r["value"][1]) for r in prom.query(q.raw, at=at)}
+        recorded = {_key(r["metric"]): float(r["value"][1]) for r in prom.query(unranked(q.expr), at=at)}
+        raw = {_key(r["metric"]): float(r["value"][1]) for r in prom.query(unranked(q.raw), at=at)}
         same = (lambda a, b: True) if q.windowed else _same  # windowed: the same series suffice
         matching = sum(1 for k, v in recorded.items() if k in raw and same(v, raw[k]))
         worst = max(
@@ -439,6 +439,23 @@ def check_equivalence(
             }
         )
     return out
+
+
+_RANKED = re.compile(r"(?:topk|bottomk)\(\s*\d+\s*,(.*)\)", re.S)
+
+
+def unranked(expr: str) -> str:
+    """The expression under an outer topk or bottomk: among equal values they pick series in
+    evaluation order, which differs between a record and its inlined expression."""
+    found = _RANKED.fullmatch(expr.strip())
+    if not found:
+        return expr
+    depth = 0
+    for char in found.group(1):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:  # the outer call closes before the end: `topk(...) / x`
+            return expr
+    return found.group(1) if depth == 0 else expr
 
 
 def _evaluations(prom: Prometheus, name: str) -> list[float]:

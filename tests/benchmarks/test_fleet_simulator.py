@@ -20,7 +20,7 @@ from benchmarks.fleet import variants
 from benchmarks.fleet.exposition import CAPTURE, Template
 from benchmarks.fleet.fleet import CONDITIONS, file_sd_targets, plan
 from benchmarks.fleet.load_model import load_profiles
-from benchmarks.fleet.measure import check_equivalence
+from benchmarks.fleet.measure import check_equivalence, unranked
 from benchmarks.fleet.panels import inline, panel_queries, recording_rules
 from benchmarks.fleet.prometheus import Prometheus, write_config
 from benchmarks.fleet.simulator import Fleet
@@ -227,6 +227,14 @@ def test_inlining_replaces_every_recording_rule_and_keeps_the_panel_matchers(tmp
     assert all('instance=~"a.*"' in selector for selector in selectors), ratio
     assert 'finished_reason="error"' in ratio
 
+
+def test_equivalence_compares_what_an_outer_topk_ranks():
+    """Tied values let topk keep different series of a record and of its inlined expression:
+    the comparison reads every series under an outer topk or bottomk, and nothing else changes."""
+    assert unranked('topk(5, a:b:c{x=~"(y|z)"})').strip() == 'a:b:c{x=~"(y|z)"}'
+    assert unranked("bottomk(3, min by (i) (m))").strip() == "min by (i) (m)"
+    assert unranked("topk(5, sum(m)) / topk(5, n)") == "topk(5, sum(m)) / topk(5, n)"
+    assert unranked("sum(topk(5, m))") == "sum(topk(5, m))"
 
 @pytest.mark.prometheus
 def test_simulated_fleet_in_a_real_prometheus(tmp_path):
