@@ -56,13 +56,13 @@ class Parts:
 RULE_FILES = (layout.RECORDING_RULES, layout.ALERT_RULES)
 
 
-def compose(source: MetricSource, catalog: Catalog, cfg: BundleConfig) -> Parts:
+def compose(source: MetricSource, catalog: Catalog, cfg: BundleConfig, with_tests: bool = True) -> Parts:
+    """with_tests=False leaves out the promtool documents (half the time), for output without them."""
     v = vocabulary(resolve(source, catalog), cfg)
     recording = recording_groups(v)
     assembled = assemble(v)
-    tests = test_files(
-        assembled, v, [layout.from_rule_tests_dir(f) for f in RULE_FILES], [g.name for g in recording]
-    )
+    rule_tests = [layout.from_rule_tests_dir(f) for f in RULE_FILES]
+    tests = test_files(assembled, v, rule_tests, [g.name for g in recording]) if with_tests else {}
     return Parts(
         v=v,
         recording=recording,
@@ -125,7 +125,7 @@ def _kubernetes_files(
     cfg = parts.v.cfg
     if not cfg.prometheus.pod_labels:
         cfg = dataclasses.replace(cfg, prometheus=dataclasses.replace(cfg.prometheus, pod_labels=True))
-        parts = compose(source, catalog, cfg)
+        parts = compose(source, catalog, cfg, with_tests=False)
     rules = {
         layout.RECORDING_RULES: rule_file(parts.recording, parts.v, header),
         layout.ALERT_RULES: rule_file(parts.assembled.groups, parts.v, header),

@@ -18,6 +18,7 @@ from tests.support.bundles import (
     BURN_FAST_TIERS_MINUTES,
     BURN_TEST_FILES,
     dashboard_exprs,
+    distinct_catalog_sources,
     generate,
     recorded_names,
     rule_exprs,
@@ -298,29 +299,30 @@ def _minutes(check: dict) -> int:
     return int(re.fullmatch(r"(\d+)m", check["eval_time"]).group(1))
 
 
-@pytest.mark.parametrize("release", CATALOG.releases, ids=lambda r: r.text)
-def test_the_four_signals_of_the_card_are_alerted_under_the_release_s_own_names(release, tmp_path):
-    for engine in release.engines:
-        bundle = generate(tmp_path / engine, "--vllm-version", release.text, "--engine", engine)
-        alerts = (bundle / "alerts" / "vllm-alerts.rules.yml").read_text()
-        for name in CARD_ALERTS:
-            assert f"alert: {name}" in alerts, (release.text, engine, name)
-        recording = (bundle / "alerts" / "vllm-recording.rules.yml").read_text()
-        exposed = CATALOG.families(release.version, engine)
-        kv = (
-            "vllm:kv_cache_usage_perc"
-            if "vllm:kv_cache_usage_perc" in exposed
-            else "vllm:gpu_cache_usage_perc"
-        )
-        itl = (
-            "vllm:inter_token_latency_seconds"
-            if "vllm:inter_token_latency_seconds" in exposed
-            else "vllm:time_per_output_token_seconds"
-        )
-        assert f"max by (job, instance, model_name) ({kv}{{" in recording
-        assert f"rate({itl}_bucket{{" in recording
-        assert "rate(vllm:time_to_first_token_seconds_bucket{" in recording
-        assert "(vllm:num_requests_waiting{" in recording
+@pytest.mark.parametrize("release, engine", distinct_catalog_sources(CATALOG))
+def test_the_four_signals_of_the_card_are_alerted_under_the_release_s_own_names(release, engine, tmp_path):
+    """Each release and engine whose families differ from every earlier one's."""
+    version = tuple(int(p) for p in release.split("."))
+    bundle = generate(tmp_path / engine, "--vllm-version", release, "--engine", engine)
+    alerts = (bundle / "alerts" / "vllm-alerts.rules.yml").read_text()
+    for name in CARD_ALERTS:
+        assert f"alert: {name}" in alerts, (release, engine, name)
+    recording = (bundle / "alerts" / "vllm-recording.rules.yml").read_text()
+    exposed = CATALOG.families(version, engine)
+    kv = (
+        "vllm:kv_cache_usage_perc"
+        if "vllm:kv_cache_usage_perc" in exposed
+        else "vllm:gpu_cache_usage_perc"
+    )
+    itl = (
+        "vllm:inter_token_latency_seconds"
+        if "vllm:inter_token_latency_seconds" in exposed
+        else "vllm:time_per_output_token_seconds"
+    )
+    assert f"max by (job, instance, model_name) ({kv}{{" in recording
+    assert f"rate({itl}_bucket{{" in recording
+    assert "rate(vllm:time_to_first_token_seconds_bucket{" in recording
+    assert "(vllm:num_requests_waiting{" in recording
 
 
 def _queue_checks(bundle: Path) -> tuple[str, list[dict]]:

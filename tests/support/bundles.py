@@ -166,3 +166,20 @@ def exposed_sample_names(families: dict) -> set[str]:
         else:
             out.add(name)
     return out
+
+
+def distinct_catalog_sources(catalog) -> list[tuple[str, str]]:
+    """One (release, engine) per distinct family set of the catalog: releases whose families agree
+    in every field get the same bundle but for the release named in its comments."""
+    seen: dict[tuple, tuple[str, str]] = {}
+    for release in catalog.releases:
+        for engine in release.engines:
+            families = catalog.families(release.version, engine)
+            key = (engine, tuple(sorted(_spec_key(spec) for spec in families.values())))
+            seen.setdefault(key, (release.text, engine))
+    return list(seen.values())
+
+
+def _spec_key(spec) -> tuple:
+    values = tuple(sorted((label, tuple(v)) for label, v in spec.label_values.items()))
+    return (spec.name, spec.type, tuple(sorted(spec.labels)), values, spec.buckets, spec.when)
