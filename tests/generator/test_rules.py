@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from vllm_obs.catalog import Catalog
+from vllm_obs.releases import parse_release
 
 from tests.support.bundles import (
     ANOTHER_RELEASE,
@@ -302,7 +303,7 @@ def _minutes(check: dict) -> int:
 @pytest.mark.parametrize("release, engine", distinct_catalog_sources(CATALOG))
 def test_the_four_signals_of_the_card_are_alerted_under_the_release_s_own_names(release, engine, tmp_path):
     """Each release and engine whose families differ from every earlier one's."""
-    version = tuple(int(p) for p in release.split("."))
+    version = parse_release(release)
     bundle = generate(tmp_path / engine, "--vllm-version", release, "--engine", engine)
     alerts = (bundle / "alerts" / "vllm-alerts.rules.yml").read_text()
     for name in CARD_ALERTS:

@@ -170,7 +170,7 @@ def exposed_sample_names(families: dict) -> set[str]:
 
 def distinct_catalog_sources(catalog) -> list[tuple[str, str]]:
     """One (release, engine) per distinct family set of the catalog: releases whose families agree
-    in every field get the same bundle but for the release named in its comments."""
+    in every field get bundles that select the same series (test_bundle_queries.py shows it)."""
     seen: dict[tuple, tuple[str, str]] = {}
     for release in catalog.releases:
         for engine in release.engines:
