@@ -72,17 +72,13 @@ class Canary:
         if not server.answering:
             self._record(member, t, Outcome.failure(REFUSED, "nothing listens"), health_up=False)
             return
-        if member.task == "embed":
-            # A one-token completion to a pooling model: vLLM has no Completions API for it.
-            self._record(
-                member, t, Outcome.failure(HTTP_4XX, "the model does not generate", 400), health_up=True
-            )
-            return
         if self.rng.random() < member.error_share + member.background.error_share:
             member.replica.seen.errored += 1
             self._record(member, t, Outcome.failure(HTTP_5XX, "an error burst", 500), health_up=True)
             return
-        request = Request(t, PROMPT_TOKENS, 1)
+        # A pooling model is probed as the probe's `--mode embed` does: an embedding of the prompt.
+        pooling = member.task == "embed"
+        request = Request(t, PROMPT_TOKENS, 0 if pooling else 1, pooling=pooling)
         member.replica.submit(request)
         self.pending[member.instance] = _Pending(t, request, member.replica)
 

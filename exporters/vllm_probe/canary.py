@@ -28,7 +28,7 @@ from .progress import engine_progress
 from .targets import Target
 
 PROMPT = "ping"
-MAX_BODY_BYTES = 1 << 20  # a valid one-token answer is well under 1 KiB
+MAX_BODY_BYTES = 1 << 20  # a one-token answer is under 1 KiB, a base64 embedding tens of KiB
 MAX_METRICS_BYTES = 32 << 20  # vLLM's /metrics: tens of KiB, more with many models or adapters
 HEALTH_TIMEOUT = 2.0  # /health does no inference; longer than this is unhealthy
 METRICS_TIMEOUT = 2.0  # /metrics does no inference either
@@ -53,7 +53,7 @@ class BearerAuth(AuthBase):
 
 @dataclass(frozen=True)
 class Settings:
-    mode: str = "completion"  # or "chat"
+    mode: str = "completion"  # or "chat", or "embed" for a pooling model
     timeout: float = 10.0
     health_path: str = "/health"
     model: str | None = None  # None: discover from /v1/models
@@ -150,7 +150,11 @@ class Canary:
         return model, None
 
     def request(self, model: str, deadline: float) -> Outcome:
-        if self.settings.mode == "chat":
+        if self.settings.mode == "embed":
+            # A pooling model serves no completions (404); base64 keeps a 4096-float answer ~22 KiB.
+            path = "/v1/embeddings"
+            payload = {"model": model, "input": PROMPT, "encoding_format": "base64"}
+        elif self.settings.mode == "chat":
             path = "/v1/chat/completions"
             payload = {
                 "model": model,
@@ -168,7 +172,10 @@ class Canary:
             return self._failure(exc, f"POST {path}")
         latency = self.clock() - started
         if not 200 <= status < 300:
-            return Outcome.failure(status_reason(status), f"POST {path} answered HTTP {status}", status)
+            detail = f"POST {path} answered HTTP {status}"
+            if status == 404 and self.settings.mode != "embed":
+                detail += " (an unknown model name, or a pooling model: use --mode embed)"
+            return Outcome.failure(status_reason(status), detail, status)
         problem = answer_error(body, self.settings.mode)
         if problem is not None:
             return Outcome.failure(BAD_BODY, f"POST {path} answered HTTP {status} but {problem}", status)

@@ -75,9 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     what.add_argument(
         "--mode",
-        choices=("completion", "chat"),
+        choices=("completion", "chat", "embed"),
         default="completion",
-        help="POST /v1/completions (default) or /v1/chat/completions, max_tokens 1",
+        help="POST /v1/completions (default) or /v1/chat/completions, max_tokens 1; or "
+        "/v1/embeddings for an embedding (pooling) model, which serves no completions",
     )
     what.add_argument(
         "--api-key-file",

@@ -96,6 +96,15 @@ def answer_error(body: bytes, mode: str) -> str | None:
         return "the body is not JSON"
     if not isinstance(document, dict):
         return "the body is not a JSON object"
+    if mode == "embed":
+        data = document.get("data")
+        if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+            return "the body has no data"
+        vector = data[0].get("embedding")
+        # base64 (as asked for) or a list of floats: either is the engine's answer.
+        if not isinstance(vector, (str, list)) or not vector:
+            return "the first datum has no embedding"
+        return None
     choices = document.get("choices")
     if not isinstance(choices, list) or not choices:
         return "the body has no choices"

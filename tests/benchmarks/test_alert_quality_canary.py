@@ -4,12 +4,15 @@ listens, timeout on a hung engine, 5xx in an error burst), writes the real probe
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.alert_quality.canary import INTERVAL, JITTER, NOT_READY_AFTER, TIMEOUT_S, Canary
 from benchmarks.alert_quality.fleet import Fleet
 from benchmarks.alert_quality.incidents import schedule, spiked
+from benchmarks.alert_quality.scenario import Model
+from benchmarks.alert_quality.traces import Arrivals
 from tests.benchmarks.test_alert_quality_fleet import TEMPLATE, steady
 from tests.benchmarks.test_alert_quality_incidents import AT, DURATION, EPOCH, scenario
 from tests.benchmarks.test_alert_quality_replica import params
@@ -152,3 +155,20 @@ def test_a_spike_leaves_every_replica_in_service_and_a_hung_one_leaves_within_th
     back_by = AT + DURATION + 2 * INTERVAL * (1 + JITTER) + TIMEOUT_S  # the next probe or the one after
     after = [row[0][0] for t, row in seen if t >= back_by]
     assert after and all(after)
+
+
+def test_an_embedding_model_answers_the_canary_with_an_embedding_and_stays_routable():
+    # As `vllm-probe --mode embed` probes it: a pooling model answers completions 404.
+    arrivals = steady(4.0, 600)
+    pooled = Arrivals(arrivals.time, arrivals.prompt, np.zeros_like(arrivals.output))
+    model = Model("embed", "llm-embed", 2, "conv", 2.0, task="embed")
+    f = Fleet([(model, params(), pooled)], started=EPOCH, seed=3, template=TEMPLATE)
+    canary = Canary(f, EPOCH, seed=2)
+    for t in range(1, 601):
+        f.advance(float(t))
+        canary.advance(float(t))
+    for member in f.members:
+        s = canary.metrics.targets[member.instance].by_model
+        assert s.requests >= 30 and sum(s.failures.values()) == 0 and s.success == 1
+        assert member.ready and member.replica.seen.generation_tokens == 0
+    assert all(service.refused == 0 for service in f.services)

@@ -52,6 +52,12 @@ def test_the_same_server_twice_needs_names() -> None:
         (b"<html>", "completion", "the body is not JSON"),
         (b"", "completion", "the body is not JSON"),
         (b"\xff\xfe", "completion", "the body is not JSON"),
+        (b'{"data": [{"index": 0, "embedding": "Ks5iPJrN"}]}', "embed", None),  # base64
+        (b'{"data": [{"embedding": [0.01, -0.1]}]}', "embed", None),
+        (b'{"data": [{"embedding": ""}]}', "embed", "the first datum has no embedding"),
+        (b'{"data": [{"object": "embedding"}]}', "embed", "the first datum has no embedding"),
+        (b'{"data": []}', "embed", "the body has no data"),
+        (b'{"choices": [{"text": "!"}]}', "embed", "the body has no data"),
     ],
 )
 def test_what_counts_as_an_answer(body: bytes, mode: str, problem: str | None) -> None:

@@ -93,12 +93,14 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 confirm=[
                     "`up{{{probe_selector}}}`; the probe's own log (one line per state change per target)",
                     "Failures by reason: `{probe_failures}`: `http_4xx` is a wrong `--model` (404) or API key "
-                    "(401), `bad_body` a proxy answering instead of vLLM",
+                    "(401), or an embedding model probed for completions (404), `bad_body` a proxy answering "
+                    "instead of vLLM",
                 ],
                 act=[
                     "Start the probe again (it is a sidecar in the compose stack and the Kubernetes example).",
                     "Give it the served model name (`--model`, or let it discover the first id of `/v1/models`) "
-                    "and the same API key file vLLM uses (`--api-key-file`).",
+                    "and the same API key file vLLM uses (`--api-key-file`); `--mode embed` for an embedding "
+                    "(pooling) model.",
                 ],
             ),
             scenarios=probe_down_cases,
