@@ -58,7 +58,7 @@ def _severity_routes(
     out: list[dict[str, Any]] = [
         {"receiver": pager, **page, "group_interval": am.page_group_interval, "continue": True},
         {"receiver": chat, **page, "group_interval": am.page_chat_interval},
-        {"receiver": chat, "matchers": ['severity="warning"']},
+        {"receiver": chat, "matchers": ['severity="warning"'], "group_wait": am.warning_group_wait},
     ]
     if info is not None:
         out.append({"receiver": info, "matchers": ['severity="info"']})

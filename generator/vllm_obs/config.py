@@ -425,6 +425,11 @@ class AlertmanagerSection:
         "the SLO burn it leaves behind are one incident on the pager",
     )
     group_wait: str = knob("30s", "wait before the first notification of a new group")
+    warning_group_wait: str = knob(
+        "1m",
+        "wait before the first chat notification of a new warning group: longer than a scrape and two "
+        "evaluations, the capacity page's lag behind a replica's own alerts, so that page inhibits them first",
+    )
     group_interval: str = knob("5m", "wait before notifying about new alerts in a group")
     page_group_interval: str = knob(
         "30s",
@@ -717,6 +722,7 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
         key = f"{prefix}.{f.name}" if prefix else f.name
         is_duration = f.name.endswith(("_for", "_window", "_interval", "_timeout", "_horizon")) or f.name in (
             "group_wait",
+            "warning_group_wait",
             "rate_window",
         )
         if is_duration and isinstance(value, str) and not _DURATION.match(value):

@@ -79,6 +79,7 @@ def pipeline(tmp_path: Path, pager_status: int, chat_status: int) -> Iterator[Pi
                 "warning": {"type": "slack", "secret_file": str(webhook), "channel": "#vllm"},
                 "watchdog": {"type": "webhook", "url": f"{other.url}/heartbeat"},
                 "group_wait": "1s",
+                "warning_group_wait": "1s",
                 "group_interval": "1s",
                 "page_group_interval": "1s",
             },

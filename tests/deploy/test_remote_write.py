@@ -43,6 +43,7 @@ def bundle_config(webhook: str) -> dict:
         "alerts": {"target_down_for": "10s"},
         "alertmanager": {
             "group_wait": "1s",
+            "warning_group_wait": "1s",
             "group_interval": "5s",
             **webhook_receivers(webhook),
         },

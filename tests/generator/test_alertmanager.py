@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from vllm_obs.promql import seconds
 
 from tests.support.bundles import generate
 from tests.support.loopback import LoopbackServer
@@ -165,6 +166,17 @@ EVERY_TABLE = [
 @pytest.mark.parametrize("labels, receivers", DEFAULT_TABLE, ids=lambda v: str(v))
 def test_routing_of_the_committed_default(labels, receivers):
     assert routes(REPO / "alerts" / "alertmanager.yml", labels) == receivers
+
+
+def test_a_replica_s_warning_waits_for_the_capacity_page_that_would_inhibit_it():
+    # The page lags a replica's own alert by up to a scrape (up turning 0) and two evaluations
+    # (the readiness record's group, then the capacity group's, each at its own phase).
+    am = yaml.safe_load((REPO / "alerts" / "alertmanager.yml").read_text())
+    prometheus = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())["global"]
+    lag = seconds(prometheus["scrape_interval"]) + 2 * seconds(prometheus["evaluation_interval"])
+    (warning,) = [r for r in am["route"]["routes"] if r["matchers"] == ['severity="warning"']]
+    assert seconds(warning["group_wait"]) > lag
+    assert seconds(am["route"]["group_wait"]) <= lag  # pages do not wait for it
 
 
 @pytest.mark.parametrize("labels, receivers", EVERY_TABLE, ids=lambda v: str(v))
@@ -351,6 +363,7 @@ def test_twenty_replicas_failing_together_make_one_page(tmp_path):
                 "warning": {"type": "webhook", "url": f"{hook.url}/warning"},
                 "watchdog": {"type": "webhook", "url": f"{hook.url}/watchdog"},
                 "group_wait": "2s",
+                "warning_group_wait": "2s",
                 "group_interval": "1m",
             }
         }
@@ -434,7 +447,7 @@ def wait_for_events(events: LoopbackServer, count: int, timeout: float = 30) -> 
 def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
     """The PagerDuty event Alertmanager really sends (to a loopback events API) carries the
     description of every alert in the page's group, not only the first one's."""
-    with pagerduty_pager(tmp_path, group_wait="1s") as (am, events):
+    with pagerduty_pager(tmp_path, group_wait="1s", warning_group_wait="1s") as (am, events):
         replicas = ["vllm-0:8000", "vllm-1:8000", "vllm-2:8000"]
         posted = [
             {
@@ -466,7 +479,7 @@ def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
 
 def test_a_page_s_title_names_its_alerts_model_cluster_and_namespace(tmp_path):
     prometheus = {"multi_cluster": True, "cluster_label": "k8s_cluster", "pod_labels": True}
-    with pagerduty_pager(tmp_path, prometheus, group_wait="1s") as (am, events):
+    with pagerduty_pager(tmp_path, prometheus, group_wait="1s", warning_group_wait="1s") as (am, events):
         where = {"model_name": "m", "k8s_cluster": "east", "namespace": "team-a"}
         am.post_alerts(
             [
@@ -515,7 +528,7 @@ def test_the_burn_a_capacity_page_leaves_behind_is_the_same_pagerduty_incident(t
     def saying(events: list[dict], text: str) -> list[dict]:
         return [e for e in events if text in e["payload"]["custom_details"]["descriptions"]]
 
-    with pagerduty_pager(tmp_path, group_wait="1s", group_interval="2s") as (am, events):
+    with pagerduty_pager(tmp_path, group_wait="1s", warning_group_wait="1s", group_interval="2s") as (am, events):
         am.post_alerts([capacity, burn, other])
         first = wait_for_events(events, 2)
         am.post_alerts([{**capacity, "endsAt": datetime.now(UTC).isoformat()}, burn])
@@ -547,7 +560,7 @@ def test_a_model_s_next_outage_pages_soon_while_its_resolved_page_group_lives_on
     again = alert(
         "cap-1", "VllmModelCapacityLow", "critical", instance="vllm-1:8000", model_name="m", cause="dead"
     )
-    knobs = {"group_wait": "1s", "group_interval": "1m", "page_group_interval": "2s"}
+    knobs = {"group_wait": "1s", "warning_group_wait": "1s", "group_interval": "1m", "page_group_interval": "2s"}
     with pagerduty_pager(tmp_path, **knobs) as (am, events):
         am.post_alerts([first])
         [page] = wait_for_events(events, 1)
@@ -614,7 +627,7 @@ def test_chat_posts_one_message_per_model_and_cause_listing_each_replica_once(tm
             "KV cache of n-0:8000 is full.",
         )
     )
-    with slack_chat(tmp_path, group_wait="1s") as (am, slack):
+    with slack_chat(tmp_path, group_wait="1s", warning_group_wait="1s") as (am, slack):
         am.post_alerts(posted)
         posts = slack_posts(slack, 2)
     assert len(posts) == 2, posts
@@ -648,7 +661,7 @@ def test_a_page_s_chat_copy_says_and_others_and_waits_its_own_interval(tmp_path)
         alert("cap-1", "VllmModelCapacityLow", "critical", instance="vllm-1:8000", model_name="m", cause="dead"),
         "m lost vllm-1:8000.",
     )
-    knobs = {"group_wait": "1s", "page_group_interval": "2s", "page_chat_interval": "1h"}
+    knobs = {"group_wait": "1s", "warning_group_wait": "1s", "page_group_interval": "2s", "page_chat_interval": "1h"}
     with slack_chat(tmp_path, **knobs) as (am, slack):
         am.post_alerts([capacity, burn])
         [first] = slack_posts(slack, 1)

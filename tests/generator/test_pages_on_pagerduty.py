@@ -139,6 +139,7 @@ def _config(targets: list[str], am_port: int, events: LoopbackServer, key: Path)
             "warning": {"type": "webhook", "url": f"{events.url}/chat"},
             "watchdog": {"type": "webhook", "url": f"{events.url}/watchdog"},
             "group_wait": "1s",
+            "warning_group_wait": "1s",
             "page_group_interval": "1s",
         },
     }
