@@ -186,6 +186,7 @@ def notifications(recorder: NotificationRecorder, sim: Simulation) -> list[Notif
                 alerts=tuple(a.get("labels", {}) for a in note.alerts),
                 group=note.group_key,
                 resolved=tuple(a.get("labels", {}) for a in note.alerts if a.get("status") == "resolved"),
+                starts=tuple(sim.simulated(t) for t in stamps),
             )
         )
     return out
@@ -442,7 +443,14 @@ def _rescore_one(out: Path) -> dict[str, dict]:
             summary = json.loads(results.read_text())
             notes = json.loads((results.parent / "notifications.json").read_text())
             posts[results.parent.name] = [
-                Notification(**{**n, "alerts": tuple(n["alerts"]), "resolved": tuple(n.get("resolved", ()))})
+                Notification(
+                    **{
+                        **n,
+                        "alerts": tuple(n["alerts"]),
+                        "resolved": tuple(n.get("resolved", ())),
+                        "starts": tuple(n.get("starts", ())),
+                    }
+                )
                 for n in notes
             ]
             health[results.parent.name] = summary["run"]

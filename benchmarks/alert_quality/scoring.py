@@ -28,6 +28,8 @@ class Notification:
     # Those of its alerts it reports resolved: which alert opened, kept or changed a page is
     # read from what was firing, not from a resolved alert Alertmanager still carries.
     resolved: tuple[Mapping[str, str], ...] = ()
+    # When each of its firing alerts started (startsAt); empty: only `started` is known.
+    starts: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -249,9 +251,15 @@ def _incidents_of(
     model_of: Callable[[Mapping[str, str]], str | None],
     grace: float,
 ) -> list[Incident]:
-    """Every incident on the notification's model whose window holds the moment it started."""
+    """Every incident on the notification's model whose window holds the start of one of its firing
+    alerts: an update that adds a new incident's alert to a page open for another counts for both."""
     models = {model_of(a) for a in n.alerts} - {None}
-    return [i for i in incidents if i.target.model in models and i.at <= n.started <= i.end + grace]
+    moments = n.starts or (n.started,)
+    return [
+        i
+        for i in incidents
+        if i.target.model in models and any(i.at <= t <= i.end + grace for t in moments)
+    ]
 
 
 def _covered(scenario: Scenario, model: str, grace: float) -> float:

@@ -166,6 +166,35 @@ def test_an_overlapping_pair_of_incidents_is_accepted_and_both_are_scored():
     assert rows["outage"].ok and rows["burst"].ok
 
 
+def test_an_update_that_adds_an_overlapping_incident_s_alert_to_an_open_page_counts_for_it():
+    """A death during a burst whose page is open: the update that adds the capacity alert started
+    long after the page did, and belongs to the death as much as to the burst."""
+    schedule = {**SCHEDULE, "incidents": [dict(i) for i in SCHEDULE["incidents"]]}
+    schedule["incidents"].append(
+        {
+            "id": "burst",
+            "kind": "error_burst",
+            "at": "4m",
+            "duration": "20m",
+            "share": 0.1,
+            "target": {"model": "chat"},
+            "expect": "page",
+        }
+    )
+    both = parse_scenario(schedule, "test")
+    burn = {"alertname": "VllmAvailabilityBudgetBurn", "model_name": "chat"}
+    capacity = {"alertname": "VllmModelCapacityLow", "model_name": "chat"}
+    opened = Notification(300, 290, "critical-pagerduty", "firing", (burn,), "g", starts=(290,))
+    update = Notification(640, 290, "critical-pagerduty", "firing", (burn, capacity), "g", starts=(290, 620))
+    rows = by_id(run(both, opened, update, budgets={"engine_death": 300, "error_burst": 473}))
+    assert (rows["burst"].pages, rows["burst"].page_updates) == (1, 1)
+    assert (rows["outage"].verdict, rows["outage"].time_to_page) == ("updated an open page", 40)
+    assert rows["outage"].ok and rows["outage"].shared == 1
+    # Known only by its earliest start (an older run's record), it belongs to the burst alone.
+    bare = Notification(640, 290, "critical-pagerduty", "firing", (burn, capacity), "g")
+    assert by_id(run(both, opened, bare))["outage"].verdict == "missed"
+
+
 def test_an_incident_that_deserves_less_is_not_failed_by_the_page_of_one_open_beside_it():
     """A rollout during a spike: the spike's page is shown on the rollout's row too, but the
     rollout is judged on the notifications nothing else open deserved."""
