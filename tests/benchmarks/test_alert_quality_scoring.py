@@ -141,22 +141,18 @@ def test_a_notification_belongs_by_when_its_alert_started_and_the_model(scenario
     assert by_id(other)["outage"].pages == 0 and len(other.stray_pages) == 1
 
 
+def with_burst(at: str, share: float):
+    """The schedule with an error burst of 20 minutes on chat, overlapping its outage."""
+    schedule = {**SCHEDULE, "incidents": [dict(i) for i in SCHEDULE["incidents"]]}
+    burst = {"id": "burst", "kind": "error_burst", "at": at, "duration": "20m", "share": share}
+    schedule["incidents"].append({**burst, "target": {"model": "chat"}, "expect": "page"})
+    return parse_scenario(schedule, "test")
+
+
 def test_an_overlapping_pair_of_incidents_is_accepted_and_both_are_scored():
     """A death during an error burst on one model: the parser accepts them, and every
     notification while both are open belongs to both, shown as shared."""
-    schedule = {**SCHEDULE, "incidents": [dict(i) for i in SCHEDULE["incidents"]]}
-    schedule["incidents"].append(
-        {
-            "id": "burst",
-            "kind": "error_burst",
-            "at": "5m",
-            "duration": "20m",
-            "share": 0.3,
-            "target": {"model": "chat"},
-            "expect": "page",
-        }
-    )
-    both = parse_scenario(schedule, "test")
+    both = with_burst("5m", 0.3)
     page = note(700, "critical-pagerduty", "VllmModelCapacityLow", model_name="chat")
     chat = note(400, "warning-slack", "VllmRequestErrors", model_name="chat")  # the burst alone then
     rows = by_id(run(both, page, chat, budgets={"engine_death": 300, "error_burst": 473}))
@@ -169,19 +165,7 @@ def test_an_overlapping_pair_of_incidents_is_accepted_and_both_are_scored():
 def test_an_update_that_adds_an_overlapping_incident_s_alert_to_an_open_page_counts_for_it():
     """A death during a burst whose page is open: the update that adds the capacity alert started
     long after the page did, and belongs to the death as much as to the burst."""
-    schedule = {**SCHEDULE, "incidents": [dict(i) for i in SCHEDULE["incidents"]]}
-    schedule["incidents"].append(
-        {
-            "id": "burst",
-            "kind": "error_burst",
-            "at": "4m",
-            "duration": "20m",
-            "share": 0.1,
-            "target": {"model": "chat"},
-            "expect": "page",
-        }
-    )
-    both = parse_scenario(schedule, "test")
+    both = with_burst("4m", 0.1)
     burn = {"alertname": "VllmAvailabilityBudgetBurn", "model_name": "chat"}
     capacity = {"alertname": "VllmModelCapacityLow", "model_name": "chat"}
     opened = Notification(300, 290, "critical-pagerduty", "firing", (burn,), "g", starts=(290,))
