@@ -186,7 +186,10 @@ def notifications(recorder: NotificationRecorder, sim: Simulation) -> list[Notif
                 alerts=tuple(a.get("labels", {}) for a in note.alerts),
                 group=note.group_key,
                 resolved=tuple(a.get("labels", {}) for a in note.alerts if a.get("status") == "resolved"),
-                starts=tuple(sim.simulated(t) for t in stamps),
+                starts=tuple(
+                    sim.simulated(_unix(a["startsAt"])) if a.get("status") == "firing" else None
+                    for a in note.alerts
+                ),
             )
         )
     return out

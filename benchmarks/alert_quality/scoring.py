@@ -28,8 +28,8 @@ class Notification:
     # Those of its alerts it reports resolved: which alert opened, kept or changed a page is
     # read from what was firing, not from a resolved alert Alertmanager still carries.
     resolved: tuple[Mapping[str, str], ...] = ()
-    # When each of its firing alerts started (startsAt); empty: only `started` is known.
-    starts: tuple[float, ...] = ()
+    # When each of `alerts` started (startsAt), None for a resolved one; empty: only `started` is known.
+    starts: tuple[float | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -253,12 +253,14 @@ def _incidents_of(
 ) -> list[Incident]:
     """Every incident on the notification's model whose window holds the start of one of its firing
     alerts: an update that adds a new incident's alert to a page open for another counts for both."""
-    models = {model_of(a) for a in n.alerts} - {None}
-    moments = n.starts or (n.started,)
+    if n.starts:
+        moments = [(model_of(a), t) for a, t in zip(n.alerts, n.starts, strict=True) if t is not None]
+    else:
+        moments = [(model, n.started) for model in {model_of(a) for a in n.alerts} - {None}]
     return [
         i
         for i in incidents
-        if i.target.model in models and any(i.at <= t <= i.end + grace for t in moments)
+        if any(model == i.target.model and i.at <= t <= i.end + grace for model, t in moments)
     ]
 
 

@@ -173,13 +173,22 @@ class Canary:
         latency = self.clock() - started
         if not 200 <= status < 300:
             detail = f"POST {path} answered HTTP {status}"
-            if status == 404 and self.settings.mode != "embed":
-                detail += " (an unknown model name, or a pooling model: use --mode embed)"
+            if status == 404:
+                detail += self._not_found_hint()
             return Outcome.failure(status_reason(status), detail, status)
         problem = answer_error(body, self.settings.mode)
         if problem is not None:
             return Outcome.failure(BAD_BODY, f"POST {path} answered HTTP {status} but {problem}", status)
         return Outcome.success(latency, status)
+
+    def _not_found_hint(self) -> str:
+        """What a 404 to the request most likely means: vLLM registers /v1/embeddings only for
+        pooling models and the completion routes only for generating ones."""
+        if self.settings.mode == "embed":
+            return " (a wrong --model or path, or a generating model: drop --mode embed)"
+        if self.settings.model is not None:
+            return " (a wrong --model or path, or a pooling model: use --mode embed)"
+        return " (a pooling model? use --mode embed)"
 
     # -- transport -------------------------------------------------------------------------
 

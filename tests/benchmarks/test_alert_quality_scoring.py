@@ -177,6 +177,10 @@ def test_an_update_that_adds_an_overlapping_incident_s_alert_to_an_open_page_cou
     # Known only by its earliest start (an older run's record), it belongs to the burst alone.
     bare = Notification(640, 290, "critical-pagerduty", "firing", (burn, capacity), "g")
     assert by_id(run(both, opened, bare))["outage"].verdict == "missed"
+    # An alert of another model that started then says nothing of this model's outage.
+    elsewhere = {**capacity, "model_name": "code"}
+    mixed = Notification(640, 290, "critical-pagerduty", "firing", (burn, elsewhere), "g", starts=(290, 620))
+    assert by_id(run(both, opened, mixed))["outage"].verdict == "missed"
 
 
 def test_an_incident_that_deserves_less_is_not_failed_by_the_page_of_one_open_beside_it():

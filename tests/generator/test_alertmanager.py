@@ -21,6 +21,8 @@ from tests.support.notifications import NotificationRecorder
 pytestmark = pytest.mark.prometheus
 
 REPO = Path(__file__).parent.parent.parent
+# A new group's first notification, page or warning, within a second.
+FAST_WAITS = {"group_wait": "1s", "warning_group_wait": "1s"}
 
 EVERY_RECEIVER = {
     "alertmanager": {
@@ -447,7 +449,7 @@ def wait_for_events(events: LoopbackServer, count: int, timeout: float = 30) -> 
 def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
     """The PagerDuty event Alertmanager really sends (to a loopback events API) carries the
     description of every alert in the page's group, not only the first one's."""
-    with pagerduty_pager(tmp_path, group_wait="1s", warning_group_wait="1s") as (am, events):
+    with pagerduty_pager(tmp_path, **FAST_WAITS) as (am, events):
         replicas = ["vllm-0:8000", "vllm-1:8000", "vllm-2:8000"]
         posted = [
             {
@@ -479,7 +481,7 @@ def test_a_page_to_pagerduty_lists_every_replica_of_the_group(tmp_path):
 
 def test_a_page_s_title_names_its_alerts_model_cluster_and_namespace(tmp_path):
     prometheus = {"multi_cluster": True, "cluster_label": "k8s_cluster", "pod_labels": True}
-    with pagerduty_pager(tmp_path, prometheus, group_wait="1s", warning_group_wait="1s") as (am, events):
+    with pagerduty_pager(tmp_path, prometheus, **FAST_WAITS) as (am, events):
         where = {"model_name": "m", "k8s_cluster": "east", "namespace": "team-a"}
         am.post_alerts(
             [
@@ -528,7 +530,7 @@ def test_the_burn_a_capacity_page_leaves_behind_is_the_same_pagerduty_incident(t
     def saying(events: list[dict], text: str) -> list[dict]:
         return [e for e in events if text in e["payload"]["custom_details"]["descriptions"]]
 
-    with pagerduty_pager(tmp_path, group_wait="1s", warning_group_wait="1s", group_interval="2s") as (am, events):
+    with pagerduty_pager(tmp_path, **FAST_WAITS, group_interval="2s") as (am, events):
         am.post_alerts([capacity, burn, other])
         first = wait_for_events(events, 2)
         am.post_alerts([{**capacity, "endsAt": datetime.now(UTC).isoformat()}, burn])
@@ -560,7 +562,7 @@ def test_a_model_s_next_outage_pages_soon_while_its_resolved_page_group_lives_on
     again = alert(
         "cap-1", "VllmModelCapacityLow", "critical", instance="vllm-1:8000", model_name="m", cause="dead"
     )
-    knobs = {"group_wait": "1s", "warning_group_wait": "1s", "group_interval": "1m", "page_group_interval": "2s"}
+    knobs = {**FAST_WAITS, "group_interval": "1m", "page_group_interval": "2s"}
     with pagerduty_pager(tmp_path, **knobs) as (am, events):
         am.post_alerts([first])
         [page] = wait_for_events(events, 1)
@@ -627,7 +629,7 @@ def test_chat_posts_one_message_per_model_and_cause_listing_each_replica_once(tm
             "KV cache of n-0:8000 is full.",
         )
     )
-    with slack_chat(tmp_path, group_wait="1s", warning_group_wait="1s") as (am, slack):
+    with slack_chat(tmp_path, **FAST_WAITS) as (am, slack):
         am.post_alerts(posted)
         posts = slack_posts(slack, 2)
     assert len(posts) == 2, posts
@@ -661,7 +663,7 @@ def test_a_page_s_chat_copy_says_and_others_and_waits_its_own_interval(tmp_path)
         alert("cap-1", "VllmModelCapacityLow", "critical", instance="vllm-1:8000", model_name="m", cause="dead"),
         "m lost vllm-1:8000.",
     )
-    knobs = {"group_wait": "1s", "warning_group_wait": "1s", "page_group_interval": "2s", "page_chat_interval": "1h"}
+    knobs = {**FAST_WAITS, "page_group_interval": "2s", "page_chat_interval": "1h"}
     with slack_chat(tmp_path, **knobs) as (am, slack):
         am.post_alerts([capacity, burn])
         [first] = slack_posts(slack, 1)

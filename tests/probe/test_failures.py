@@ -172,6 +172,41 @@ def test_api_key_from_file_and_from_environment(tmp_path) -> None:
             assert {s.headers.get("Authorization") for s in standin.seen} == {expected}
 
 
+def embedding_reply(model: str = "standin") -> Reply:
+    datum = {"index": 0, "object": "embedding", "embedding": "AAAA"}  # base64, as asked for
+    body = {"object": "list", "model": model, "data": [datum]}
+    return Reply(body=json.dumps(body).encode())
+
+
+def test_embed_mode_asks_for_an_embedding_and_checks_for_one() -> None:
+    # A completion answer (choices, no data) is not an embedding; a 404 says what to try.
+    script = [completion_reply(), Reply(404, b'{"detail": "Not Found"}'), embedding_reply()]
+    with StandIn(script=script) as standin:
+        with running_probe("--target", "s=" + standin.url, "--mode", "embed", *FAST) as probe:
+            values = probe.wait_for(
+                lambda v: v.get(series("vllm_probe_success", target="s", model_name="standin")) == 1
+            )
+            assert probe.terminate() == 0
+            log = probe.stderr()
+    assert failures(values, "s", "standin")["bad_body"] == 1
+    assert failures(values, "s", "standin")["http_4xx"] == 1
+    assert "answered HTTP 404 (a wrong --model or path, or a generating model: drop --mode embed)" in log
+    request = standin.canary_requests()[0]
+    assert request.path == "/v1/embeddings"
+    assert json.loads(request.body) == {"model": "standin", "input": "ping", "encoding_format": "base64"}
+
+
+def test_a_404_to_a_completion_suggests_embed_mode_for_a_pooling_model() -> None:
+    with StandIn(script=[Reply(404, b'{"detail": "Not Found"}')]) as standin:
+        with running_probe("--target", "s=" + standin.url, "--model", "standin", *FAST) as probe:
+            labels = {"target": "s", "model_name": "standin", "reason": "http_4xx"}
+            rejected = series("vllm_probe_failures_total", **labels)
+            probe.wait_for(lambda v: v.get(rejected, 0) >= 1)
+            assert probe.terminate() == 0
+            log = probe.stderr()
+    assert "answered HTTP 404 (a wrong --model or path, or a pooling model: use --mode embed)" in log
+
+
 def test_no_key_sends_no_authorization(tmp_path) -> None:
     with StandIn() as standin:
         with running_probe("--target", "s=" + standin.url, *FAST, env={"VLLM_API_KEY": ""}) as probe:
