@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import AlertmanagerSection, Receiver
+from .config import AlertmanagerSection, BundleConfig, Receiver
 from .errors import BundleError
+from .promql import seconds
 from .rules.areas.meta import HEARTBEAT, NOTIFICATIONS_FAILING, pager_integrations
 from .rules.assembly import InhibitRule
 from .vocabulary import Scope, Vocabulary
@@ -78,6 +79,20 @@ def _page_group_by(labels: list[str], sc: Scope) -> list[str]:
     out = list(labels)
     out += [label for label, _ in sc.partitions if label not in out]
     return out
+
+
+def inhibition_wait_warnings(cfg: BundleConfig) -> list[str]:
+    """Warnings that wait no longer than the capacity page's lag behind a replica's own alerts
+    (a scrape, then two rule groups each at its own phase) reach chat before it can inhibit them."""
+    p, wait = cfg.prometheus, cfg.alertmanager.warning_group_wait
+    lag = seconds(p.scrape_interval) + 2 * seconds(p.evaluation_interval)
+    if seconds(wait) > lag:
+        return []
+    return [
+        f"alertmanager.warning_group_wait ({wait}) is not longer than a scrape and two rule evaluations "
+        f"({lag:g}s): a replica's ticket can reach chat before its model's capacity page inhibits it; "
+        f"make it longer than {lag:g}s."
+    ]
 
 
 def receiver_name(role: str, receiver: Receiver) -> str:

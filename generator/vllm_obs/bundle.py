@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import layout
-from .alertmanager_config import alertmanager_config
+from .alertmanager_config import alertmanager_config, inhibition_wait_warnings
 from .autoscaling import autoscaling_files
 from .catalog import Catalog
 from .config import BundleConfig
@@ -158,7 +158,7 @@ def _warnings(v: Vocabulary, assembled: Assembled) -> list[str]:
     for area in AREAS:
         if hasattr(area, "warnings"):
             out += area.warnings(v)
-    return out + _platform_job_warning(v) + link_warnings(v.cfg)
+    return out + _platform_job_warning(v) + link_warnings(v.cfg) + inhibition_wait_warnings(v.cfg)
 
 
 def _platform_job_warning(v: Vocabulary) -> list[str]:

@@ -424,7 +424,7 @@ class AlertmanagerSection:
         "carry them), listing every critical alert and affected replica, so a lost capacity and "
         "the SLO burn it leaves behind are one incident on the pager",
     )
-    group_wait: str = knob("30s", "wait before the first notification of a new group")
+    group_wait: str = knob("30s", "wait before the first notification of a new group (warnings: warning_group_wait)")
     warning_group_wait: str = knob(
         "1m",
         "wait before the first chat notification of a new warning group: longer than a scrape and two "

@@ -1921,7 +1921,7 @@ local values = import '../lib/values.libsonnet';
             type: 'prometheus',
             uid: '${datasource}',
           },
-          description: 'timeout: hung or overloaded; refused: down or restarting; http_5xx: the engine errors; http_4xx: wrong model name or API key (VllmProbeDown); bad_body: not vLLM answering. The 5 largest (server, reason).',
+          description: 'timeout: hung or overloaded; refused: down or restarting; http_5xx: the engine errors; http_4xx: wrong model name or API key, or a pooling model without --mode embed (VllmProbeDown); bad_body: not vLLM answering. The 5 largest (server, reason).',
           editable: true,
           'error': false,
           fieldConfig: {

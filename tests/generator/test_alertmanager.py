@@ -181,6 +181,20 @@ def test_a_replica_s_warning_waits_for_the_capacity_page_that_would_inhibit_it()
     assert seconds(am["route"]["group_wait"]) <= lag  # pages do not wait for it
 
 
+def test_a_warning_wait_the_capacity_page_can_outrun_is_said_at_generation(tmp_path, capsys):
+    slow = {"prometheus": {"scrape_interval": "30s", "scrape_timeout": "10s", "evaluation_interval": "30s"}}
+    capsys.readouterr()
+    generate(tmp_path / "slow", config=slow)
+    said = [line for line in capsys.readouterr().err.splitlines() if "warning_group_wait" in line]
+    assert said == [
+        "vllm-obs: warning: alertmanager.warning_group_wait (1m) is not longer than a scrape and two "
+        "rule evaluations (90s): a replica's ticket can reach chat before its model's capacity page "
+        "inhibits it; make it longer than 90s."
+    ]
+    generate(tmp_path / "default", config={})
+    assert "warning_group_wait" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("labels, receivers", EVERY_TABLE, ids=lambda v: str(v))
 def test_routing_with_every_receiver_type_and_team_routes(every_receiver, labels, receivers):
     assert routes(every_receiver, labels) == receivers

@@ -262,7 +262,8 @@ def _probe_panels(f: Filters) -> tuple[Panel, ...]:
             title="Canary probe failures by reason",
             description=(
                 "timeout: hung or overloaded; refused: down or restarting; http_5xx: the engine errors; "
-                "http_4xx: wrong model name or API key (VllmProbeDown); bad_body: not vLLM answering. "
+                "http_4xx: wrong model name or API key, or a pooling model without --mode embed (VllmProbeDown); "
+                "bad_body: not vLLM answering. "
                 f"The {TOP} largest (server, reason)."
             ),
             unit="none",
