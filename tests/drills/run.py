@@ -627,16 +627,29 @@ class Drill:
             self.stack.configure([b], overlay)
             part.done.append(
                 f"Prometheus reloaded with `alerts.expected_startup: {expected}` "
-                f"(tests/drills/{SLOW_START.name}), below the real start-up time; server B is launched and "
-                "becomes ready; then Prometheus goes back to the drill configuration."
+                f"(tests/drills/{SLOW_START.name}), below the real start-up time; server B is launched. "
+                "Once VllmStartupSlow fires its processes are stopped (SIGSTOP) until the chat has it, so "
+                "a fast start cannot end the alert within Alertmanager's wait; then B becomes ready and "
+                "Prometheus goes back to the drill configuration."
             )
             launched = part.trigger_now("server B launched")
             began = time.monotonic()
             b.server.launch()
+            firing = f'ALERTS{{alertname="VllmStartupSlow", alertstate="firing", instance="{b.instance}"}}'
+            until(lambda: self.stack.query(firing), 60)
+            group = b.server.process.pid  # the server's own session: its engine and workers too
+            os.killpg(group, signal.SIGSTOP)
+            frozen = time.monotonic()
+            part.event("VllmStartupSlow firing: the start is frozen (SIGSTOP)")
+            try:
+                until(self.notified("VllmStartupSlow", CHAT, part.trigger, severity="warning"), 60)
+            finally:
+                os.killpg(group, signal.SIGCONT)
+            frozen = time.monotonic() - frozen
+            part.event(f"the start resumes (SIGCONT) after {frozen:.0f} s")
             b.server.wait_ready()
-            self.server_starts.append(("B", time.monotonic() - began))
-            part.event(f"ready ({time.monotonic() - began:.0f} s after the launch)")
-            until(self.notified("VllmStartupSlow", CHAT, part.trigger, severity="warning"), 15)
+            self.server_starts.append(("B", time.monotonic() - began - frozen))
+            part.event(f"ready ({time.monotonic() - began:.0f} s after the launch, {frozen:.0f} s of it frozen)")
             self.stack.configure([b])
             part.event("Prometheus back on the drill configuration")
             until(
