@@ -175,21 +175,19 @@ def notifications(recorder: NotificationRecorder, sim: Simulation) -> list[Notif
     """Every post, its times on the fleet's clock (simulated seconds from the run's start)."""
     out = []
     for note in recorder.records():
-        stamps = [_unix(a["startsAt"]) for a in note.alerts if a.get("status") == "firing"]
-        started = min(stamps) if stamps else note.received
+        starts = tuple(
+            sim.simulated(_unix(a["startsAt"])) if a.get("status") == "firing" else None for a in note.alerts
+        )
         out.append(
             Notification(
                 at=sim.simulated(note.received),
-                started=sim.simulated(started),
+                started=min((t for t in starts if t is not None), default=sim.simulated(note.received)),
                 receiver=note.receiver,
                 status=note.status,
                 alerts=tuple(a.get("labels", {}) for a in note.alerts),
                 group=note.group_key,
                 resolved=tuple(a.get("labels", {}) for a in note.alerts if a.get("status") == "resolved"),
-                starts=tuple(
-                    sim.simulated(_unix(a["startsAt"])) if a.get("status") == "firing" else None
-                    for a in note.alerts
-                ),
+                starts=starts,
             )
         )
     return out

@@ -424,7 +424,9 @@ class AlertmanagerSection:
         "carry them), listing every critical alert and affected replica, so a lost capacity and "
         "the SLO burn it leaves behind are one incident on the pager",
     )
-    group_wait: str = knob("30s", "wait before the first notification of a new group (warnings: warning_group_wait)")
+    group_wait: str = knob(
+        "30s", "wait before the first notification of a new group (warnings: warning_group_wait)"
+    )
     warning_group_wait: str = knob(
         "1m",
         "wait before the first chat notification of a new warning group: longer than a scrape and two "
@@ -720,11 +722,7 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         key = f"{prefix}.{f.name}" if prefix else f.name
-        is_duration = f.name.endswith(("_for", "_window", "_interval", "_timeout", "_horizon")) or f.name in (
-            "group_wait",
-            "warning_group_wait",
-            "rate_window",
-        )
+        is_duration = f.name.endswith(("_for", "_window", "_interval", "_timeout", "_horizon", "group_wait"))
         if is_duration and isinstance(value, str) and not _DURATION.match(value):
             raise BundleError(
                 f"config key '{key}' in {source} must be a Prometheus duration like 5m, got '{value}'."

@@ -167,6 +167,12 @@ def chat_reply(model: str = "standin") -> Reply:
     return Reply(body=json.dumps(body).encode())
 
 
+def embedding_reply(model: str = "standin") -> Reply:
+    datum = {"index": 0, "object": "embedding", "embedding": "AAAA"}  # base64, as asked for
+    body = {"object": "list", "model": model, "data": [datum]}
+    return Reply(body=json.dumps(body).encode())
+
+
 def models_reply(model: str = "standin") -> Reply:
     return Reply(body=json.dumps({"object": "list", "data": [{"id": model, "object": "model"}]}).encode())
 

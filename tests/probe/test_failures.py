@@ -19,6 +19,7 @@ from .helpers import (
     StandIn,
     chat_reply,
     completion_reply,
+    embedding_reply,
     label_sets,
     models_reply,
     running_probe,
@@ -170,12 +171,6 @@ def test_api_key_from_file_and_from_environment(tmp_path) -> None:
             paths = {s.path for s in standin.seen}
             assert {"/health", "/v1/models", "/v1/completions"} <= paths
             assert {s.headers.get("Authorization") for s in standin.seen} == {expected}
-
-
-def embedding_reply(model: str = "standin") -> Reply:
-    datum = {"index": 0, "object": "embedding", "embedding": "AAAA"}  # base64, as asked for
-    body = {"object": "list", "model": model, "data": [datum]}
-    return Reply(body=json.dumps(body).encode())
 
 
 def test_embed_mode_asks_for_an_embedding_and_checks_for_one() -> None:
