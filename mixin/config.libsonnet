@@ -119,6 +119,10 @@
     // log-exporter events (OOM, dead engine, failed start) stay firing this long (vllm-obs.yml
     // alerts.log_event_window)
     logEventWindow: '10m',
+    // a log-exporter event fires this long after it is seen: longer than a scrape and two rule
+    // evaluations, so the lost capacity that explains it holds it back in Alertmanager before it is
+    // sent (vllm-obs.yml alerts.log_event_for)
+    logEventFor: '1m',
     // VllmRequestsRejected: how long vLLM must keep turning requests away (vllm-obs.yml
     // alerts.rejections_for)
     rejectionsFor: '2m',

@@ -82,16 +82,19 @@ def _page_group_by(labels: list[str], sc: Scope) -> list[str]:
 
 
 def inhibition_wait_warnings(cfg: BundleConfig) -> list[str]:
-    """Warnings that wait no longer than the capacity page's lag behind a replica's own alerts
-    (a scrape, then two rule groups each at its own phase) reach chat before it can inhibit them."""
-    p, wait = cfg.prometheus, cfg.alertmanager.warning_group_wait
+    """Waits no longer than the capacity alerts' lag behind a replica's own alerts (a scrape, then
+    two rule groups each at its own phase) let a replica's ticket reach chat before they inhibit it."""
+    p = cfg.prometheus
     lag = seconds(p.scrape_interval) + 2 * seconds(p.evaluation_interval)
-    if seconds(wait) > lag:
-        return []
+    waits = {
+        "alertmanager.warning_group_wait": cfg.alertmanager.warning_group_wait,
+        "alerts.log_event_for": cfg.alerts.log_event_for,
+    }
     return [
-        f"alertmanager.warning_group_wait ({wait}) is not longer than a scrape and two rule evaluations "
-        f"({lag:g}s): a replica's ticket can reach chat before its model's capacity page inhibits it; "
-        f"make it longer than {lag:g}s."
+        f"{key} ({wait}) is not longer than a scrape and two rule evaluations ({lag:g}s): a replica's "
+        f"ticket can reach chat before its model's capacity alerts inhibit it; make it longer than {lag:g}s."
+        for key, wait in waits.items()
+        if seconds(wait) <= lag
     ]
 
 

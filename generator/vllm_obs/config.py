@@ -210,6 +210,11 @@ class AlertsSection:
     log_event_window: str = knob(
         "10m", "log-exporter events (OOM, dead engine, failed start) stay firing this long"
     )
+    log_event_for: str = knob(
+        "1m",
+        "a log-exporter event fires this long after it is seen: longer than a scrape and two rule "
+        "evaluations, so the lost capacity that explains it holds it back in Alertmanager before it is sent",
+    )
     spec_decode_acceptance_below: float = knob(
         0.2,
         "VllmSpecDecodeAcceptanceLow: share of draft tokens accepted below this warns (drafts then cost "
@@ -769,6 +774,11 @@ def _validate(obj: Any, prefix: str, source: str) -> None:
             raise BundleError(f"config key '{prefix}.min_ready_replicas' in {source} must be a whole number.")
     if isinstance(obj, SloModels):
         _validate_slo_models(obj, prefix, source)
+    if isinstance(obj, AlertsSection) and not seconds(obj.log_event_for) < seconds(obj.log_event_window):
+        raise BundleError(
+            f"config key '{prefix}.log_event_for' in {source} ({obj.log_event_for}) must be shorter than "
+            f"'{prefix}.log_event_window' ({obj.log_event_window}), or the event never fires."
+        )
     if isinstance(obj, PagingSection):
         for model, replicas in obj.expected_replicas.items():
             if replicas < 1 or replicas != int(replicas):

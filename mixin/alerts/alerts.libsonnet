@@ -349,6 +349,7 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmEngineDead',
             expr: 'increase(vllm_log_events_total{' + v.logExporterSelector + ', event="engine_dead"}[' + v.logEventWindow + ']) > 0',
+            'for': v.logEventFor,
             labels: {
               severity: 'warning',
             },
@@ -362,6 +363,7 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmOutOfMemory',
             expr: 'increase(vllm_log_events_total{' + v.logExporterSelector + ', event="oom"}[' + v.logEventWindow + ']) > 0',
+            'for': v.logEventFor,
             labels: {
               severity: 'warning',
             },
@@ -375,6 +377,7 @@ local values = import '../lib/values.libsonnet';
           {
             alert: 'VllmStartupFailed',
             expr: 'increase(vllm_log_events_total{' + v.logExporterSelector + ', event="startup_failed"}[' + v.logEventWindow + ']) > 0',
+            'for': v.logEventFor,
             labels: {
               severity: 'warning',
             },

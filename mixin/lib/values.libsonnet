@@ -41,6 +41,7 @@ function(c)
   local probeDownFor = c.probeDownFor;
   local logEventWindow = c.logEventWindow;
   local logEventWindowSeconds = std.toString(f.seconds(c.logEventWindow));
+  local logEventFor = c.logEventFor;
   local rejectionsFor = c.rejectionsFor;
   local engineKvSpread = f.number(c.engineKvSpread);
   local engineWaitingSpread = f.number(c.engineWaitingSpread);
@@ -142,6 +143,7 @@ function(c)
   probeDownFor: probeDownFor,
   logEventWindow: logEventWindow,
   logEventWindowSeconds: logEventWindowSeconds,
+  logEventFor: logEventFor,
   rejectionsFor: rejectionsFor,
   engineKvSpread: engineKvSpread,
   engineWaitingSpread: engineWaitingSpread,

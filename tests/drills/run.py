@@ -161,6 +161,7 @@ class Drill:
         self.panels = panels(self.config)
         alerts, prom, am = self.config["alerts"], self.config["prometheus"], self.config["alertmanager"]
         self.target_down_for = seconds(alerts["target_down_for"])
+        self.log_event_for = seconds(alerts["log_event_for"])
         # The dead engine's detection budget: one scrape, two evaluations (the replica's recorded
         # readiness, then the page, in another rule group), Alertmanager's group_wait, and 2 s
         # for the log line, the exporter's poll and the webhook.
@@ -770,7 +771,7 @@ class Drill:
                 lambda: self.stack.query(
                     f'ALERTS{{alertname="VllmEngineDead", alertstate="firing", instance="{a.instance}"}}'
                 ),
-                20,
+                20 + self.log_event_for,
             )
             time.sleep(5)
             part.end = time.time()
@@ -840,7 +841,7 @@ class Drill:
             self.first_log_line(part, f, launched)
             status = f.server.wait_exit(timeout=300)
             part.event(f"server exited with status {status}")
-            until(self.notified("VllmStartupFailed", CHAT, part.trigger), 20)
+            until(self.notified("VllmStartupFailed", CHAT, part.trigger), 20 + self.log_event_for + 10)
             time.sleep(3)
             part.end = time.time()
             reasons = self.stack.query(f'vllm_log_startup_failures_total{{instance="{f.instance}"}} > 0')

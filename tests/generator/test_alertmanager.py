@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import subprocess
 import time
 from collections.abc import Iterator
@@ -181,18 +183,38 @@ def test_a_replica_s_warning_waits_for_the_capacity_page_that_would_inhibit_it()
     assert seconds(am["route"]["group_wait"]) <= lag  # pages do not wait for it
 
 
+def test_a_log_event_waits_for_the_capacity_alerts_even_when_its_chat_group_lives_on():
+    """Prometheus re-sends a resolved alert for 15 minutes, so an earlier death's group lives on
+    and sends the next replica's death at its next interval, without group_wait: the rule's `for`
+    is what keeps it out of Alertmanager until the capacity alerts that inhibit it are there."""
+    rules = yaml.safe_load((REPO / "alerts" / "vllm-alerts.rules.yml").read_text())
+    prometheus = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())["global"]
+    lag = seconds(prometheus["scrape_interval"]) + 2 * seconds(prometheus["evaluation_interval"])
+    # The alerts that fire on the evaluation after one log line (a restart loop, its third start,
+    # comes minutes after the death whose capacity alerts hold it back).
+    events = {
+        r["alert"]: r.get("for", "0s")
+        for g in rules["groups"]
+        for r in g["rules"]
+        if r.get("alert") and re.fullmatch(r"increase\(vllm_log_events_total\{[^}]*\}\[\w+\]\) > 0", r["expr"])
+    }
+    assert set(events) == {"VllmEngineDead", "VllmOutOfMemory", "VllmStartupFailed"}
+    assert all(seconds(wait) > lag for wait in events.values()), events
+
+
 def test_a_warning_wait_the_capacity_page_can_outrun_is_said_at_generation(tmp_path, capsys):
     slow = {"prometheus": {"scrape_interval": "30s", "scrape_timeout": "10s", "evaluation_interval": "30s"}}
     capsys.readouterr()
     generate(tmp_path / "slow", config=slow)
-    said = [line for line in capsys.readouterr().err.splitlines() if "warning_group_wait" in line]
+    said = [line for line in capsys.readouterr().err.splitlines() if "two rule evaluations" in line]
     assert said == [
-        "vllm-obs: warning: alertmanager.warning_group_wait (1m) is not longer than a scrape and two "
-        "rule evaluations (90s): a replica's ticket can reach chat before its model's capacity page "
-        "inhibits it; make it longer than 90s."
+        f"vllm-obs: warning: {key} (1m) is not longer than a scrape and two rule evaluations (90s): a "
+        "replica's ticket can reach chat before its model's capacity alerts inhibit it; make it longer "
+        "than 90s."
+        for key in ("alertmanager.warning_group_wait", "alerts.log_event_for")
     ]
     generate(tmp_path / "default", config={})
-    assert "warning_group_wait" not in capsys.readouterr().err
+    assert "two rule evaluations" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("labels, receivers", EVERY_TABLE, ids=lambda v: str(v))

@@ -109,13 +109,14 @@ def held_event(window: int) -> str:
     return f"0 0 0 1+0x{window + 2}"
 
 
-def held_checks(alertname: str, window: int, expected: list[Expect]) -> list[Check]:
-    """An alert on increase() over `window` minutes of a held_event counter: silent before the
-    event, firing at once, still firing at the last minute the event is in the window, then not."""
+def held_checks(alertname: str, window: int, expected: list[Expect], after: int = 0) -> list[Check]:
+    """An alert on increase() over `window` minutes of a held_event counter: silent until `after`
+    minutes past the event, firing then, still at the last minute the event is in the window, then not."""
+    last = EVENT_AT - 2 + window
     return [
-        Check(EVENT_AT - 1, alertname, []),
-        Check(EVENT_AT, alertname, expected),
-        Check(EVENT_AT - 2 + window, alertname, expected),
+        Check(EVENT_AT + after - 1, alertname, []),
+        Check(EVENT_AT + after, alertname, expected),
+        *([Check(last, alertname, expected)] if last > EVENT_AT + after else []),
         Check(EVENT_AT + window, alertname, []),
     ]
 

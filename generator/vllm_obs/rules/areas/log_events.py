@@ -23,7 +23,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
     return [
         Declared(
             name="VllmEngineDead",
-            knobs=("alerts.log_event_window",),
+            knobs=("alerts.log_event_window", "alerts.log_event_for"),
             on=on,
             build=_event_rule(
                 "engine_dead",
@@ -37,7 +37,8 @@ def declarations(v: Vocabulary) -> list[Declared]:
                 meaning=(
                     "The log exporter saw the engine die at runtime (`EngineDeadError`, `AsyncEngineDeadError`, "
                     "an engine process that died). A dead engine cannot report this on `/metrics`, so this "
-                    "alert comes from the logs and fires at once, without waiting."
+                    "alert comes from the logs. It fires `alerts.log_event_for` after the event: by then a "
+                    "death that took the model's capacity has paged, and this ticket is held back by it."
                 ),
                 confirm=[
                     "The log: **the first error above the first `EngineDeadError` is the cause** (the same "
@@ -66,7 +67,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmOutOfMemory",
-            knobs=("alerts.log_event_window",),
+            knobs=("alerts.log_event_window", "alerts.log_event_for"),
             on=on,
             build=_event_rule(
                 "oom",
@@ -104,7 +105,7 @@ def declarations(v: Vocabulary) -> list[Declared]:
         ),
         Declared(
             name="VllmStartupFailed",
-            knobs=("alerts.log_event_window",),
+            knobs=("alerts.log_event_window", "alerts.log_event_for"),
             on=on,
             build=_event_rule(
                 "startup_failed",
@@ -167,11 +168,13 @@ def _event_rule(event: str, name: str, summary: str, description: str):
     def build(v: Vocabulary) -> list[Alert]:
         events = select(LOG, "vllm_log_events", v.exporter, event=event)
         return [
-            # No `for`: a dead engine is not ambiguous. A warning that names the replica: where
-            # it takes the model below its floor, VllmModelCapacityLow pages at once.
+            # A warning that names the replica. Its `for` lets the capacity alerts that explain it
+            # reach Alertmanager first: a live notification group sends a newcomer at its next
+            # interval, without group_wait (docs/alerts.md, "Why a log event waits").
             Alert(
                 name=name,
                 expr=f"increase({events}[{v.cfg.alerts.log_event_window}]) > 0",
+                for_=v.cfg.alerts.log_event_for,
                 severity="warning",
                 summary=summary,
                 description=description.format(where=v.targets.target_ref),

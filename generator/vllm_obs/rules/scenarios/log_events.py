@@ -1,8 +1,11 @@
-"""promtool cases of the log events: each fires on its first event and holds for its window, stays
-silent on the others, and the log exporter's own scrapes."""
+"""promtool cases of the log events: each fires its `for` after its first event and holds for its
+window, stays silent on the others, and the log exporter's own scrapes."""
 
 from __future__ import annotations
 
+import math
+
+from ...promql import seconds
 from ..model import Alert
 from ..scenario_kit import (
     EXPORTER_ADDRESS,
@@ -26,14 +29,15 @@ def log_event_cases(event: str) -> Builder:
         job = inputs.cfg.prometheus.log_exporter_job
         labels = {"job": job, **inputs.at_target(REPLICA), "exporter_address": EXPORTER_ADDRESS}
         window = minutes(inputs.cfg.alerts.log_event_window)
+        after = math.ceil(seconds(rule.for_) / 60) if rule.for_ else 0  # evaluations, one a minute
         fire = Case(
-            f"{rule.name} fires on the first evaluation after an {event} event, without waiting, "
+            f"{rule.name} fires alerts.log_event_for ({rule.for_}) after an {event} event "
             f"and stays for alerts.log_event_window"
         )
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):
             values = held_event(window) if other == event else f"0+0x{window + 5}"
             fire.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
-        fire.checks = held_checks(rule.name, window, [Expect(rule, {**labels, "event": event}, 1)])
+        fire.checks = held_checks(rule.name, window, [Expect(rule, {**labels, "event": event}, 1)], after)
         quiet = Case(f"{rule.name} stays silent when only other events happen")
         for other in ("oom", "engine_dead", "startup_failed", "request_error"):
             values = "0+0x7" if other == event else "0 0 0 1 1 1 1 1"
