@@ -8,6 +8,7 @@ import math
 from ...promql import seconds
 from ..model import Alert
 from ..scenario_kit import (
+    EVENT_AT,
     EXPORTER_ADDRESS,
     REPLICA,
     Builder,
@@ -43,9 +44,31 @@ def log_event_cases(event: str) -> Builder:
             values = "0+0x7" if other == event else "0 0 0 1 1 1 1 1"
             quiet.add(series_text("vllm_log_events_total", {**labels, "event": other}), values)
         quiet.checks = [Check(5, rule.name, [])]
-        return [fire, quiet]
+        return [fire, quiet, *_clock_case(rule, inputs, labels, event)]
 
     return build
+
+
+def _clock_case(rule: Alert, inputs: Inputs, labels: dict[str, str], event: str) -> list[Case]:
+    """At the production clock (scrape and evaluation every prometheus.scrape_interval): pending
+    for the whole `for`, which must outlast the capacity alerts' lag, firing at its end."""
+    if not rule.for_:
+        return []
+    clock_every = inputs.cfg.prometheus.scrape_interval
+    step, hold = seconds(clock_every), seconds(rule.for_)
+    case = Case(
+        f"{rule.name} at the production clock: fires {rule.for_} after the {event} event, not a scrape sooner",
+        every=clock_every,
+        interval=clock_every,
+    )
+    before = int(EVENT_AT * 60 // step)  # samples before the event's
+    after = int((hold + 120) // step)
+    case.add(series_text("vllm_log_events_total", {**labels, "event": event}), f"0+0x{before - 1} 1+0x{after}")
+    case.checks = [
+        Check(EVENT_AT + (hold - step) / 60, rule.name, []),
+        Check(EVENT_AT + hold / 60, rule.name, [Expect(rule, {**labels, "event": event}, 1)]),
+    ]
+    return [case]
 
 
 def exporter_down_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
