@@ -192,11 +192,12 @@ def test_a_log_event_waits_for_the_capacity_alerts_even_when_its_chat_group_live
     lag = seconds(prometheus["scrape_interval"]) + 2 * seconds(prometheus["evaluation_interval"])
     # The alerts that fire on the evaluation after one log line (a restart loop, its third start,
     # comes minutes after the death whose capacity alerts hold it back).
+    one_line = re.compile(r"increase\(vllm_log_events_total\{[^}]*\}\[\w+\]\) > 0")
     events = {
         r["alert"]: r.get("for", "0s")
         for g in rules["groups"]
         for r in g["rules"]
-        if r.get("alert") and re.fullmatch(r"increase\(vllm_log_events_total\{[^}]*\}\[\w+\]\) > 0", r["expr"])
+        if r.get("alert") and one_line.fullmatch(r["expr"])
     }
     assert set(events) == {"VllmEngineDead", "VllmOutOfMemory", "VllmStartupFailed"}
     assert all(seconds(wait) > lag for wait in events.values()), events
