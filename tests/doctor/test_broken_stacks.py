@@ -12,8 +12,16 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from vllm_obs.catalog import Catalog
+from vllm_obs.doctor import bundle_view
+from vllm_obs.doctor.access import Auth
+from vllm_obs.doctor.checks.panels import _why
+from vllm_obs.doctor.clients import PrometheusClient
+from vllm_obs.doctor.context import Context
+from vllm_obs.doctor.findings import Report
 
 from tests.support.doctor_stack import TRAFFIC_EXPOSITION, DoctorRun, stand_in_stack, wait_until
+from tests.support.loopback import Page
 
 pytestmark = pytest.mark.prometheus
 
@@ -422,3 +430,27 @@ def test_a_series_the_first_request_registers_is_waited_for_by_nothing(tmp_path)
     render = [c for c in run.checks(family="names") if "request_render_duration" in c["subject"]]
     assert render and all(c["status"] == "warn" and "first request" in c["message"] for c in render), render
     assert not [c for c in fails(run) if "request_render_duration" in c["message"]]
+
+
+def test_a_scrape_that_fails_while_the_doctor_looks_is_named_not_blamed_on_the_query(tmp_path):
+    with stand_in_stack(tmp_path, alerting=False) as stack:
+        catalog = Catalog.load()
+        prom = PrometheusClient(stack.prom.url, Auth(timeout=10))
+        ctx = Context(bundle_view.load(str(stack.bundle), catalog), catalog, prom, Report("", None, "", ""))
+        panel = 'vllm:num_requests_running{job="vllm"}'
+        assert _why(ctx, panel) is None  # every scrape so far answered
+        page = stack.vllm_server.pages["/metrics"]
+        stack.vllm_server.pages["/metrics"] = Page(503, "engine busy\n")
+
+        def up() -> float:
+            return float(stack.prom.api("/api/v1/query", query='up{job="vllm"}')["result"][0]["value"][1])
+
+        wait_until(lambda: up() == 0, "a failed scrape of the stand-in")
+        stack.vllm_server.pages["/metrics"] = page
+        wait_until(lambda: up() == 1, "the stand-in scraped again")
+        cause = _why(ctx, panel)
+        assert cause is not None and cause.status == "warn"
+        assert "a scrape of job vllm failed while the doctor looked" in cause.text
+        assert "run the doctor again" in cause.action
+        assert _why(ctx, 'vllm_log_exporter_up{job="vllm-log-exporter"}') is None  # that job never failed
+        prom.close()

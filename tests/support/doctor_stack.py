@@ -177,16 +177,23 @@ def write_prometheus_config(bundle: Path, edit: Callable[[dict], None] | None = 
 
 def settle(prom: WebPrometheus, bundle: Path, timeout: float = 60, scrapes: bool = True) -> None:
     """Wait until every target was scraped once (unless not scrapes) and every rule group of the
-    bundle evaluated once."""
+    bundle evaluated once. Prometheus finds its targets a few seconds after it is ready: every
+    scrape pool of its config must be there first, or "every target" is none."""
     groups = set()
     for path in (bundle / "alerts").glob("*.rules.yml"):
         groups |= {g["name"] for g in yaml.safe_load(path.read_text())["groups"]}
+    pools = {
+        job["job_name"]
+        for job in yaml.safe_load(prom.config.read_text()).get("scrape_configs") or []
+        if any(static.get("targets") for static in job.get("static_configs") or [])
+    }
     deadline = time.monotonic() + timeout
     settled_at = None
     while time.monotonic() < deadline:
         targets = prom.api("/api/v1/targets")["activeTargets"]
         loaded = prom.api("/api/v1/rules")["groups"]
-        scraped = not scrapes or all(t["health"] != "unknown" for t in targets)
+        found = pools <= {t["scrapePool"] for t in targets}
+        scraped = found and (not scrapes or all(t["health"] != "unknown" for t in targets))
         evaluated = {g["name"] for g in loaded if not g["lastEvaluation"].startswith("0001")}
         if scraped and (groups & {g["name"] for g in loaded}) <= evaluated:
             # A scrape that timed out (a loaded machine, two test workers) leaves a target
@@ -314,6 +321,7 @@ class Stack:
     vllm: str  # the vLLM target's host:port
     exporter: str | None
     webhook: LoopbackServer | None
+    vllm_server: LoopbackServer | None = None  # the stand-in, whose pages a test may change
 
     def doctor(self, *args: str, alertmanager: bool = True) -> DoctorRun:
         """The doctor's report once every scrape of the stack's servers answered while it looked: one
@@ -364,6 +372,7 @@ def _a_scrape_failed(run: DoctorRun) -> bool:
             and ("down" in c["message"] or "not scraped yet" in c["message"])
         )
         or any(down in c["message"] for down in STAND_IN_DOWN)
+        or "failed while the doctor looked" in c["message"]
         for c in run.report.get("checks", [])
     )
 
@@ -419,7 +428,7 @@ def stand_in_stack(
                 ),
                 "the Watchdog alert to fire in Prometheus",
             )
-        yield Stack(bundle, prom, am, vllm.address, exporter, webhook)
+        yield Stack(bundle, prom, am, vllm.address, exporter, webhook, vllm)
 
 
 class TokenProxy:

@@ -5,6 +5,8 @@ panel is empty, not only that it is.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 
 from ..catalog import Catalog
@@ -55,6 +57,8 @@ class Context:
     causes: dict[str, Cause] = field(default_factory=dict)  # series or recorded name -> why it is empty
     loaded_groups: dict[str, list[dict]] | None = None  # rule group name -> groups loaded under it
     scrape_intervals: dict[str, float] = field(default_factory=dict)  # job -> seconds
+    started: float = field(default_factory=time.monotonic)
+    _failed_scrapes: set[str] = field(default_factory=set)  # jobs seen failing a scrape in this run
 
     def add(
         self, family: str, status: str, subject: str, message: str, action: str = "", items=()
@@ -101,6 +105,24 @@ class Context:
         """Whether only the monitoring pipeline's own alerts read this job (Prometheus', Alertmanager's)."""
         reads = self.view.job_reads.get(job)
         return bool(reads and reads.role in PIPELINE_ROLES)
+
+    def scrape_failed_lately(self, job: str) -> Cause | None:
+        """A scrape of the job that failed during this run (one interval back too): its series were
+        stale for an interval, so an empty query then says nothing about the bundle."""
+        if job not in self._failed_scrapes:
+            seconds = math.ceil(time.monotonic() - self.started + self.scrape_intervals.get(job, 60))
+            try:
+                if not self.prom.query(f'min_over_time(up{{job="{job}"}}[{seconds}s]) == 0'):
+                    return None
+            except ApiError:
+                return None
+            self._failed_scrapes.add(job)
+        return Cause(
+            WARN,
+            f"a scrape of job {job} failed while the doctor looked, which leaves its series missing until "
+            "the next scrape",
+            "run the doctor again; if this comes back, see the Targets line for the job",
+        )
 
     def job_down(self, job: str) -> Cause:
         """Why what a job's series feed is empty when none of its targets is up: a failure, but

@@ -148,7 +148,7 @@ def _variables(ctx: Context, dash: Dashboard) -> dict[str, str]:
                 f"{dash.title} / ${var.name}",
                 "the variable has no values, so every panel that filters on it is empty"
                 + (f": {cause.text}" if cause else f"; its query reads nothing: {expanded}"),
-                "fix the cause named above" if cause else "check the series and labels it reads",
+                (cause.action or "fix the cause named above") if cause else "check the series and labels it reads",
             )
         if var.include_all and (var.current in (None, ALL)):
             values[var.name] = (
@@ -180,6 +180,9 @@ def _why(ctx: Context, expr: str) -> Cause | None:
             causes += [
                 ctx.causes[r.name] for r in ctx.view.rules if r.kind == "alert" and r.name in ctx.causes
             ][:1]
+    if not causes:
+        jobs = {sel.equalities().get("job") for sel in names} - {None}
+        causes = [c for c in map(ctx.scrape_failed_lately, sorted(jobs)) if c]  # type: ignore[arg-type]
     if not causes:
         return None
     return next((c for c in causes if c.status == FAIL), causes[0])
