@@ -355,8 +355,9 @@ class SloSection:
     )
     min_history: float = knob(
         0.8,
-        "a burn tier judges only once Prometheus has scraped for this share of its long window, so a "
-        "stack started minutes ago does not read minutes as an hour (0 turns it off)",
+        "a Prometheus that has scraped for less than this share of a burn tier's long window reads "
+        "the part it has not seen as good traffic and counts the bad events it saw, so a stack started "
+        "minutes ago does not read minutes as an hour (0 turns it off)",
         shapes_rules=True,  # 0 leaves out the clause
     )
     inference_handlers: str = knob(

@@ -200,6 +200,12 @@ def _runbook(v: Vocabulary, name: str, section: Section, worst: str) -> Section:
         f"The hour's bad and all {slo.events}, as the floors count them: "
         f"{shown(slo.bad_in('1h'))}, {shown(slo.events_in('1h'))}"
     )
+    if v.cfg.slo.min_history > 0:
+        held = f"time() - min_over_time({SCRAPE_HISTORY}[1h])"
+        why.append(
+            f"The seconds of the hour Prometheus has held, under {number(seconds('1h') * v.cfg.slo.min_history)} "
+            f"on a young stack (which reads the rest as good traffic): {shown(held)}"
+        )
     worst = worst.format(**placeholders(v))
     return Section(section.meaning, section.confirm, section.act, {"worst": worst}, why, FIRST_MOVES)
 
@@ -218,8 +224,9 @@ def _tiers_words(v: Vocabulary, name: str) -> str:
     return (
         "`long`/`short` name the two windows that both burn; 1h/5m and 6h/30m page, 1d/2h and 3d/6h "
         f"warn (docs/slo.md). A tier judges a model only with `{slo.floor}` ({number(floor)}) {slo.events} "
-        f"and `slo.min_bad_events` ({number(v.cfg.slo.min_bad_events)}) bad ones in its long window, and "
-        f"only once Prometheus has scraped for `slo.min_history` ({percent(v.cfg.slo.min_history)}) of it."
+        f"and `slo.min_bad_events` ({number(v.cfg.slo.min_bad_events)}) bad ones in its long window. A "
+        f"Prometheus that has held less than `slo.min_history` ({percent(v.cfg.slo.min_history)}) of the "
+        "window counts the part it has not seen as good traffic and its bad events as seen."
         + (f" Objectives per model ({targets})." if targets else "")
     )
 
@@ -264,10 +271,16 @@ def _tier(v: Vocabulary, slo: Slo, cls: ModelClass, target: SloTarget, tier: Bur
         f"and on ({fleet}) {slo.bad_in(tier.long)} >= {number(c.min_bad_events)}"
     )
     if c.min_history > 0:
-        # A Prometheus that has scraped for minutes would read them as the whole window.
-        young = int(seconds(tier.long) * c.min_history)
+        # A Prometheus that has scraped for minutes reads them, not the window: the part it has not
+        # seen counts as good traffic, and the bad events it saw are counted, not extrapolated.
         cluster = by(tuple(label for label, var in v.scope.partitions if var == "cluster"))
-        expr += f"\nunless on ({cluster}) time() - min_over_time({SCRAPE_HISTORY}[{tier.long}]) < {young}"
+        held = f"on ({cluster}) group_left () (time() - min_over_time({SCRAPE_HISTORY}[{tier.long}]))"
+        share = int(seconds(tier.long) * c.min_history)
+        bad_rate = f"avg_over_time({slo.bad_rate}[{tier.long}])"
+        expr += (
+            f"\nunless on ({fleet}) {slo.miss(tier.long)} * {held} / {share} <= {limit(target, tier)}"
+            f"\nunless on ({fleet}) {bad_rate} * {held} < {number(c.min_bad_events)}"
+        )
     return Alert(
         name=ALERTS[slo.name],
         expr=expr,

@@ -324,29 +324,56 @@ class _Burn:
         case.series = series
 
     def young_cases(self) -> list[Case]:
-        """A stack that began scraping with the case: every event a miss from the start, each
-        tier silent until Prometheus has scraped for slo.min_history of its long window."""
+        """A stack that began scraping with the case. Misses at 1.4x a tier's limit fire it only
+        once they are the limit's share of slo.min_history of its window (the unseen part counts
+        as good); a quiet model's few bad events page nobody (counted as seen, not extrapolated).
+        Both cross past half the window, where a window halved would read less."""
         if self.inputs.cfg.slo.min_history <= 0:
             return []
         cases = []
         for tier, rule in self.tiers:
             judge = self.judge(tier, rule)
-            step = 1 if judge.long <= 360 else 5
-            span = int(judge.young / 60) + judge.for_ + 3 * step
+            share = 1.4 * judge.limit
+            if share >= 1 or judge.young is None:
+                continue  # no share of misses reaches this burn rate
+            young, step = judge.young / 60, 1 if judge.long <= 360 else 5
             per_min = max(PER_MIN, math.ceil(1.5 * self.floor / judge.long))  # past its floor
-            w = Windows(Traffic.parts(per_min, [(0, per_min)], span, scraped_from=0), step, step)
-            at = self.boundary(w, tier, rule, step=step)
             case = Case(
-                f"{self.name}: a Prometheus scraping since the case began judges the {tier.long}/{tier.short} "
-                f"tier only once it has scraped {percent_of(self.inputs)} of {tier.long}",
+                f"{self.name}: {share:.2%} of its {self.slo.events} missing on a young Prometheus fire the "
+                f"{tier.long}/{tier.short} tier only once the misses seen are {number(tier.factor)}x the "
+                f"budget of {percent_of(self.inputs)} of {tier.long}",
                 every=f"{step}m",
                 interval=f"{step}m",
             )
-            self.events(case, per_min * step, per_min * step)
-            self.scraped(case)
-            self.judged(case, w, tier, rule, at)
-            cases.append(_cut(case, step))
+            span = int(0.8 * young) + judge.for_ + 3 * step
+            cases.append(self._young(case, judge, tier, rule, per_min, per_min * share, span, step))
+            # Quiet: min_bad seen at 0.7 of young, the ratio past its limit by 0.8 of that.
+            bad, per_min = judge.min_bad / (0.7 * young), 1.2 * self.floor / judge.long
+            if per_min * judge.limit * young <= 0.8 * judge.min_bad and bad < per_min:
+                case = Case(
+                    f"{self.name}: a quiet model on a young Prometheus fires the {tier.long}/{tier.short} "
+                    f"tier only once it has seen {number(judge.min_bad)} bad {self.slo.events}",
+                    every=f"{step}m",
+                    interval=f"{step}m",
+                )
+                span = int(0.8 * young) + judge.for_ + 3 * step
+                cases.append(self._young(case, judge, tier, rule, per_min, bad, span, step))
         return cases
+
+    def _young(self, case: Case, judge: Tier, tier: BurnTier, rule: Alert, per_min: float, bad: float,
+               span: int, step: int) -> Case:
+        """`case` with `bad` of `per_min` events a minute bad from minute 0, scraped from minute 0,
+        judged at the nearest minutes around the tier's first firing where its state is certain."""
+        w = Windows(Traffic.parts(per_min, [(0, bad)], span, scraped_from=0), step, step)
+        first = self.boundary(w, tier, rule, step=step)[1]
+        at = [
+            next(m for m in range(first - step, 0, -step) if w.certain(m, judge)),
+            next(m for m in range(first, span, step) if w.certain(m, judge)),
+        ]
+        self.events(case, per_min * step, bad * step)
+        self.scraped(case)
+        self.judged(case, w, tier, rule, at)
+        return _cut(case, step)
 
     def outage_cases(self) -> list[Case]:
         """Every request fails: no histogram observation at all, yet time to first token burns (a

@@ -1,5 +1,5 @@
 """How Prometheus 2 reads a burn tier from counters sampled every minute (or five): the recorded
-5-minute rates, the windows averaged from them, the floors and the history guard, `for` and
+5-minute rates, the windows averaged from them, the floors and a young Prometheus's reading, `for` and
 `keep_firing_for`. Cases use it to judge a tier only where its state is certain."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Tier:
     short: int
     floor: float
     min_bad: float
-    young: float | None  # seconds of history it needs, None: no guard
+    young: float | None  # seconds of history its long ratio is read over while younger, None: no guard
     for_: int
     keep: int
 
@@ -97,10 +97,10 @@ class Windows:
         b, n, count = self._window(m, window)
         return (b if bad else n) / count * window * 60 if count else 0.0
 
-    def per_second(self, m: int, window: int) -> float:
+    def per_second(self, m: int, window: int, bad: bool = False) -> float:
         """The recorded events a second, averaged over `window` (avg_over_time)."""
-        _, n, count = self._window(m, window)
-        return n / count if count else 0.0
+        b, n, count = self._window(m, window)
+        return (b if bad else n) / count if count else 0.0
 
     def history(self, m: int, window: int) -> float | None:
         """Seconds Prometheus has scraped, as the tiers read it (up to `window`)."""
@@ -111,9 +111,10 @@ class Windows:
         return (m - (first - first % self.interval)) * 60.0
 
     def holds(self, m: int, tier: Tier) -> bool:
-        """The tier's condition at minute m."""
+        """The tier's condition at minute m; a young Prometheus reads its long ratio over
+        `tier.young` seconds and counts the bad events of the seconds it has held."""
         long, short = self.ratio(m, tier.long), self.ratio(m, tier.short)
-        history = self.history(m, tier.long)
+        history = self.history(m, tier.long) if tier.young is not None else None
         return (
             long is not None
             and short is not None
@@ -121,7 +122,8 @@ class Windows:
             and short > tier.limit
             and self.events(m, tier.long) >= tier.floor
             and self.events(m, tier.long, bad=True) >= tier.min_bad
-            and not (tier.young is not None and history is not None and history < tier.young)
+            and not (history is not None and tier.young and long * history / tier.young <= tier.limit)
+            and not (history is not None and self.per_second(m, tier.long, bad=True) * history < tier.min_bad)
         )
 
     def firing(self, m: int, tier: Tier) -> bool:
