@@ -529,14 +529,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinRequests + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_1h * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) / 2880 <= (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_1h * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1h])) / (0.8 * 3600) <= (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_request_availability:slo_miss_ratio_1h > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_5m > (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinRequests + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_1h * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) / 2880 <= (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_1h * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1h])) / (0.8 * 3600) <= (14.4 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1h]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents),
             'for': '2m',
             keep_firing_for: v.recoveryFor,
             labels: {
@@ -558,14 +558,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinRequests + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_6h * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) / 17280 <= (6 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_6h * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[6h])) / (0.8 * 21600) <= (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_request_availability:slo_miss_ratio_6h > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_30m > (6 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinRequests + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_6h * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) / 17280 <= (6 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_6h * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[6h])) / (0.8 * 21600) <= (6 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[6h]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents),
             'for': '15m',
             keep_firing_for: v.recoveryFor,
             labels: {
@@ -587,14 +587,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_2h > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinRequests + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_1d * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) / 69120 <= (3 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_1d * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1d])) / (0.8 * 86400) <= (3 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_request_availability:slo_miss_ratio_1d > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_2h > (3 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinRequests + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_1d * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) / 69120 <= (3 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_1d * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1d])) / (0.8 * 86400) <= (3 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[1d]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents),
             'for': '1h',
             labels: {
               severity: 'warning',
@@ -615,14 +615,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_6h > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinRequests + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_3d * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) / 207360 <= (1 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_request_availability:slo_miss_ratio_3d * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[3d])) / (0.8 * 259200) <= (1 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_request_availability:slo_miss_ratio_3d > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_6h > (1 * ' + v.availabilityObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinRequests + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_3d * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) / 207360 <= (1 * ' + v.availabilityObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_request_availability:slo_miss_ratio_3d * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[3d])) / (0.8 * 259200) <= (1 * ' + v.availabilityObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_request_availability:slo_bad_rate5m[3d]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents),
             'for': '3h',
             labels: {
               severity: 'warning',
@@ -643,14 +643,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinRequests + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) / 2880 <= (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1h])) / (0.8 * 3600) <= (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_5m > (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinRequests + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) / 2880 <= (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1h * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1h])) / (0.8 * 3600) <= (14.4 * ' + v.ttftObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1h]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents),
             'for': '2m',
             keep_firing_for: v.recoveryFor,
             labels: {
@@ -672,14 +672,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinRequests + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) / 17280 <= (6 * ' + v.ttftObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[6h])) / (0.8 * 21600) <= (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (6 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_30m > (6 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinRequests + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) / 17280 <= (6 * ' + v.ttftObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[6h])) / (0.8 * 21600) <= (6 * ' + v.ttftObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[6h]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents),
             'for': '15m',
             keep_firing_for: v.recoveryFor,
             labels: {
@@ -701,14 +701,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h > (3 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinRequests + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) / 69120 <= (3 * ' + v.ttftObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1d])) / (0.8 * 86400) <= (3 * ' + v.ttftObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d > (3 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_2h > (3 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinRequests + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) / 69120 <= (3 * ' + v.ttftObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_1d * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1d])) / (0.8 * 86400) <= (3 * ' + v.ttftObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[1d]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents),
             'for': '1h',
             labels: {
               severity: 'warning',
@@ -729,14 +729,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (1 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinRequests + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) / 207360 <= (1 * ' + v.ttftObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[3d])) / (0.8 * 259200) <= (1 * ' + v.ttftObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d > (1 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_6h > (1 * ' + v.ttftObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinRequests + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) / 207360 <= (1 * ' + v.ttftObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_time_to_first_token_seconds:slo_miss_ratio_3d * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[3d])) / (0.8 * 259200) <= (1 * ' + v.ttftObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_time_to_first_token_seconds:slo_bad_rate5m[3d]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents),
             'for': '3h',
             labels: {
               severity: 'warning',
@@ -757,14 +757,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinTokens + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) / 2880 <= (14.4 * ' + v.itlObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1h])) / (0.8 * 3600) <= (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_5m > (14.4 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1h]) * 3600 >= ' + v.sloMinTokens + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h]) * 3600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) / 2880 <= (14.4 * ' + v.itlObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1h * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1h])) / (0.8 * 3600) <= (14.4 * ' + v.itlObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1h]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1h])) < ' + v.sloMinBadEvents),
             'for': '2m',
             keep_firing_for: v.recoveryFor,
             labels: {
@@ -786,14 +786,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinTokens + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) / 17280 <= (6 * ' + v.itlObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[6h])) / (0.8 * 21600) <= (6 * ' + v.itlObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (6 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_30m > (6 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[6h]) * 21600 >= ' + v.sloMinTokens + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h]) * 21600 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) / 17280 <= (6 * ' + v.itlObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[6h])) / (0.8 * 21600) <= (6 * ' + v.itlObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[6h]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[6h])) < ' + v.sloMinBadEvents),
             'for': '15m',
             keep_firing_for: v.recoveryFor,
             labels: {
@@ -815,14 +815,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h > (3 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinTokens + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) / 69120 <= (3 * ' + v.itlObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1d])) / (0.8 * 86400) <= (3 * ' + v.itlObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d > (3 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_2h > (3 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[1d]) * 86400 >= ' + v.sloMinTokens + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d]) * 86400 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) / 69120 <= (3 * ' + v.itlObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_1d * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1d])) / (0.8 * 86400) <= (3 * ' + v.itlObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[1d]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[1d])) < ' + v.sloMinBadEvents),
             'for': '1h',
             labels: {
               severity: 'warning',
@@ -843,14 +843,14 @@ local values = import '../lib/values.libsonnet';
               'and on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (1 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinTokens + '\n' +
               'and on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) / 207360 <= (1 * ' + v.itlObjectiveBudget + ')\n' +
-              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d]) * on (' + v.clusterLabel + ') group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents else 
+              'unless on (' + v.clusterBy + 'job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[3d])) / (0.8 * 259200) <= (1 * ' + v.itlObjectiveBudget + ')\n' +
+              'unless on (' + v.clusterBy + 'job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d]) * on (' + v.clusterLabel + ') group_left () max by (' + v.clusterLabel + ') (time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents else 
               'job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d > (1 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_6h > (1 * ' + v.itlObjectiveBudget + ')\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_total_rate5m[3d]) * 259200 >= ' + v.sloMinTokens + '\n' +
               'and on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d]) * 259200 >= ' + v.sloMinBadEvents + '\n' +
-              'unless on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) / 207360 <= (1 * ' + v.itlObjectiveBudget + ')\n' +
-              'unless on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d]) * on () group_left () (time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents),
+              'unless on (job, model_name) job_model:vllm_inter_token_latency_seconds:slo_miss_ratio_3d * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[3d])) / (0.8 * 259200) <= (1 * ' + v.itlObjectiveBudget + ')\n' +
+              'unless on (job, model_name) avg_over_time(job_model:vllm_inter_token_latency_seconds:slo_bad_rate5m[3d]) * on () group_left () max(time() - min_over_time(prometheus:up_timestamp:max[3d])) < ' + v.sloMinBadEvents),
             'for': '3h',
             labels: {
               severity: 'warning',

@@ -67,7 +67,7 @@ def aggregation_clauses(bundle: Path) -> list[tuple[str, list[str]]]:
     out = []
     for where, expr in rule_exprs(bundle).items():
         expr = expr.replace("unless on (job) absent(", "unless absent(")
-        expr = expr.replace("* on () group_left () (time() - min_over_time(", "* (time() - min_over_time(")
+        expr = expr.replace("on () group_left () max(time() - min_over_time(", "max(time() - min_over_time(")
         for clause in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
             out.append((where, [label.strip() for label in clause.split(",")]))
     return out

@@ -201,10 +201,14 @@ def _runbook(v: Vocabulary, name: str, section: Section, worst: str) -> Section:
         f"{shown(slo.bad_in('1h'))}, {shown(slo.events_in('1h'))}"
     )
     if v.cfg.slo.min_history > 0:
-        held = f"time() - min_over_time({SCRAPE_HISTORY}[1h])"
+        young = ", ".join(
+            f"{shown(_held(v, t.long))} under {number(seconds(t.long) * v.cfg.slo.min_history)}"
+            for t in BURN_TIERS
+            if t.paging
+        )
         why.append(
-            f"The seconds of the hour Prometheus has held, under {number(seconds('1h') * v.cfg.slo.min_history)} "
-            f"on a young stack (which reads the rest as good traffic): {shown(held)}"
+            "The seconds of each paging window Prometheus has held; a young stack's, under these, "
+            f"reads the rest of the window as good traffic and counts the bad {slo.events} it saw: {young}"
         )
     worst = worst.format(**placeholders(v))
     return Section(section.meaning, section.confirm, section.act, {"worst": worst}, why, FIRST_MOVES)
@@ -260,6 +264,18 @@ def _description(v: Vocabulary, target: SloTarget, tier: BurnTier) -> str:
     )
 
 
+def _cluster(v: Vocabulary) -> str:
+    return by(tuple(label for label, var in v.scope.partitions if var == "cluster"))
+
+
+def _held(v: Vocabulary, window: str) -> str:
+    """Seconds of `window` Prometheus has held (per cluster): one value however many rulers or
+    replicas record the history."""
+    cluster = _cluster(v)
+    held = f"time() - min_over_time({SCRAPE_HISTORY}[{window}])"
+    return f"max by ({cluster}) ({held})" if cluster else f"max({held})"
+
+
 def _tier(v: Vocabulary, slo: Slo, cls: ModelClass, target: SloTarget, tier: BurnTier) -> Alert:
     fleet, c = by(v.scope.fleet_model), v.cfg.slo
     floor = {"slo.min_requests": c.min_requests, "slo.min_tokens": c.min_tokens}[slo.floor]
@@ -273,9 +289,8 @@ def _tier(v: Vocabulary, slo: Slo, cls: ModelClass, target: SloTarget, tier: Bur
     if c.min_history > 0:
         # A Prometheus that has scraped for minutes reads them, not the window: the part it has not
         # seen counts as good traffic, and the bad events it saw are counted, not extrapolated.
-        cluster = by(tuple(label for label, var in v.scope.partitions if var == "cluster"))
-        held = f"on ({cluster}) group_left () (time() - min_over_time({SCRAPE_HISTORY}[{tier.long}]))"
-        share = int(seconds(tier.long) * c.min_history)
+        held = f"on ({_cluster(v)}) group_left () {_held(v, tier.long)}"
+        share = f"({number(c.min_history)} * {int(seconds(tier.long))})"
         bad_rate = f"avg_over_time({slo.bad_rate}[{tier.long}])"
         expr += (
             f"\nunless on ({fleet}) {slo.miss(tier.long)} * {held} / {share} <= {limit(target, tier)}"
@@ -304,7 +319,7 @@ def recording_groups(v: Vocabulary) -> list[Group]:
     availability = v.slo("availability")
     groups = []
     if v.cfg.slo.min_history > 0 and v.slos:
-        cluster = by(tuple(label for label, var in v.scope.partitions if var == "cluster"))
+        cluster = _cluster(v)
         history = f"max by ({cluster}) (timestamp(up))" if cluster else "max(timestamp(up))"
         groups.append(Group(f"{RECORDING_GROUP}-history", (Recording(SCRAPE_HISTORY, history),)))
     for slo in v.slos:

@@ -327,7 +327,7 @@ class _Burn:
         """A stack that began scraping with the case. Misses at 1.4x a tier's limit fire it only
         once they are the limit's share of slo.min_history of its window (the unseen part counts
         as good); a quiet model's few bad events page nobody (counted as seen, not extrapolated).
-        Both cross past half the window, where a window halved would read less."""
+        Both cross past half the window, where `held` over half the window would read less."""
         if self.inputs.cfg.slo.min_history <= 0:
             return []
         cases = []
@@ -346,7 +346,7 @@ class _Burn:
                 interval=f"{step}m",
             )
             span = int(0.8 * young) + judge.for_ + 3 * step
-            cases.append(self._young(case, judge, tier, rule, per_min, per_min * share, span, step))
+            cases += self._young(case, judge, tier, rule, per_min, per_min * share, span, step)
             # Quiet: min_bad seen at 0.7 of young, the ratio past its limit by 0.8 of that.
             bad, per_min = judge.min_bad / (0.7 * young), 1.2 * self.floor / judge.long
             if per_min * judge.limit * young <= 0.8 * judge.min_bad and bad < per_min:
@@ -357,23 +357,29 @@ class _Burn:
                     interval=f"{step}m",
                 )
                 span = int(0.8 * young) + judge.for_ + 3 * step
-                cases.append(self._young(case, judge, tier, rule, per_min, bad, span, step))
+                cases += self._young(case, judge, tier, rule, per_min, bad, span, step)
         return cases
 
-    def _young(self, case: Case, judge: Tier, tier: BurnTier, rule: Alert, per_min: float, bad: float,
-               span: int, step: int) -> Case:
+    def _young(
+        self, case: Case, judge: Tier, tier: BurnTier, rule: Alert, per_min: float, bad: float, span: int, step: int
+    ) -> list[Case]:
         """`case` with `bad` of `per_min` events a minute bad from minute 0, scraped from minute 0,
-        judged at the nearest minutes around the tier's first firing where its state is certain."""
+        judged at the nearest minutes around the tier's first firing where its state is certain
+        (none where no such minutes fall within `span`: a configuration's own windows and `for`)."""
         w = Windows(Traffic.parts(per_min, [(0, bad)], span, scraped_from=0), step, step)
-        first = self.boundary(w, tier, rule, step=step)[1]
+        first = next((m for m in range(0, span, step) if w.firing(m, judge)), None)
+        if first is None:
+            return []
         at = [
-            next(m for m in range(first - step, 0, -step) if w.certain(m, judge)),
-            next(m for m in range(first, span, step) if w.certain(m, judge)),
+            next((m for m in range(first - step, 0, -step) if w.certain(m, judge)), None),
+            next((m for m in range(first, span, step) if w.certain(m, judge)), None),
         ]
+        if None in at:
+            return []
         self.events(case, per_min * step, bad * step)
         self.scraped(case)
         self.judged(case, w, tier, rule, at)
-        return _cut(case, step)
+        return [_cut(case, step)]
 
     def outage_cases(self) -> list[Case]:
         """Every request fails: no histogram observation at all, yet time to first token burns (a
