@@ -337,33 +337,28 @@ class _Burn:
             if share >= 1 or judge.young is None:
                 continue  # no share of misses reaches this burn rate
             young, step = judge.young / 60, 1 if judge.long <= 360 else 5
+            span = int(0.8 * young) + judge.for_ + 3 * step
             per_min = max(PER_MIN, math.ceil(1.5 * self.floor / judge.long))  # past its floor
-            case = Case(
+            name = (
                 f"{self.name}: {share:.2%} of its {self.slo.events} missing on a young Prometheus fire the "
                 f"{tier.long}/{tier.short} tier only once the misses seen are {number(tier.factor)}x the "
-                f"budget of {percent_of(self.inputs)} of {tier.long}",
-                every=f"{step}m",
-                interval=f"{step}m",
+                f"budget of {percent_of(self.inputs)} of {tier.long}"
             )
-            span = int(0.8 * young) + judge.for_ + 3 * step
-            cases += self._young(case, judge, tier, rule, per_min, per_min * share, span, step)
+            cases += self._young(name, judge, tier, rule, per_min, per_min * share, span, step)
             # Quiet: min_bad seen at 0.7 of young, the ratio past its limit by 0.8 of that.
             bad, per_min = judge.min_bad / (0.7 * young), 1.2 * self.floor / judge.long
             if per_min * judge.limit * young <= 0.8 * judge.min_bad and bad < per_min:
-                case = Case(
+                name = (
                     f"{self.name}: a quiet model on a young Prometheus fires the {tier.long}/{tier.short} "
-                    f"tier only once it has seen {number(judge.min_bad)} bad {self.slo.events}",
-                    every=f"{step}m",
-                    interval=f"{step}m",
+                    f"tier only once it has seen {number(judge.min_bad)} bad {self.slo.events}"
                 )
-                span = int(0.8 * young) + judge.for_ + 3 * step
-                cases += self._young(case, judge, tier, rule, per_min, bad, span, step)
+                cases += self._young(name, judge, tier, rule, per_min, bad, span, step)
         return cases
 
     def _young(
-        self, case: Case, judge: Tier, tier: BurnTier, rule: Alert, per_min: float, bad: float, span: int, step: int
+        self, name: str, judge: Tier, tier: BurnTier, rule: Alert, per_min: float, bad: float, span: int, step: int
     ) -> list[Case]:
-        """`case` with `bad` of `per_min` events a minute bad from minute 0, scraped from minute 0,
+        """A case with `bad` of `per_min` events a minute bad from minute 0, scraped from minute 0,
         judged at the nearest minutes around the tier's first firing where its state is certain
         (none where no such minutes fall within `span`: a configuration's own windows and `for`)."""
         w = Windows(Traffic.parts(per_min, [(0, bad)], span, scraped_from=0), step, step)
@@ -376,6 +371,7 @@ class _Burn:
         ]
         if None in at:
             return []
+        case = Case(name, every=f"{step}m", interval=f"{step}m")
         self.events(case, per_min * step, bad * step)
         self.scraped(case)
         self.judged(case, w, tier, rule, at)
