@@ -227,25 +227,31 @@ class _Burn:
         return cases
 
     def floor_cases(self) -> list[Case]:
-        """Each tier's traffic floor from both sides, a fifth away, every event a miss: four fifths
-        of the long window's events in its first half, so a floor read over half the window
-        fails too. Judged once the window is full."""
+        """Each tier's traffic floor from both sides, a fifth away, every event a miss, on a Prometheus
+        as old as the case, most events early. Above: judged once the last half window (0.3x
+        slo.min_bad_events) has been all that a floor or minimum read over half the window sees."""
         cases = []
         for tier, rule in self.tiers:
             judge = self.judge(tier, rule)
             step, half = (1 if judge.long <= 60 else 5), judge.long // 2
             at = judge.long + judge.for_ + 2 * step
             for side, scale in (("above", 1.2), ("below", 0.8)):
-                early, late = (self.floor * scale * share / half for share in (0.8, 0.2))
-                w = Windows(_uneven(early, early, late, late, half, at + 1), step, step)
+                events, when = self.floor * scale, at
+                early, late = (events * share / half for share in (0.8, 0.2))
+                if side == "above":  # past the rate's 5m and the tier's hold, on the steps
+                    when = max(at, -(-(judge.long + 5 + judge.keep + 3 * step) // step) * step)
+                    late = 0.3 * judge.min_bad / half
+                    early = (events - late * (when - half)) / (half - (when - judge.long))
+                w = Windows(_uneven(early, early, late, late, half, when + 1, scraped_from=0), step, step)
                 case = Case(
                     f"{self.name}: every {self.slo.events[:-1]} misses, {side} {self.slo.floor} over "
                     f"{tier.long} ({number(round(self.floor * scale))} {self.slo.events}, most early in it)",
                     every=f"{step}m",
                     interval=f"{step}m",
                 )
-                self.phased(case, [(0, early, early), (half, late, late)], at, step)
-                self.judged(case, w, tier, rule, [at])
+                self.phased(case, [(0, early, early), (half, late, late)], when, step)
+                self.scraped(case)
+                self.judged(case, w, tier, rule, [when])
                 cases.append(_cut(case, step))
         return cases
 
@@ -511,11 +517,14 @@ class _Burn:
         return cases
 
 
-def _uneven(total: float, bad: float, later_total: float, later_bad: float, at: int, span: int) -> Traffic:
+def _uneven(
+    total: float, bad: float, later_total: float, later_bad: float, at: int, span: int, scraped_from: int | None = None
+) -> Traffic:
     """Events and bad ones a minute, changing at minute `at`."""
     return Traffic(
         tuple(total if m < at else later_total for m in range(span)),
         tuple(bad if m < at else later_bad for m in range(span)),
+        scraped_from,
     )
 
 
