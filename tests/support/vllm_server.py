@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -61,10 +62,26 @@ def tiny_model_dir() -> Path:
     return target
 
 
+# Listening ports come from below the kernel's ephemeral range (32768 up by default): a port it
+# handed out could be taken by an outgoing connection before the server binds it.
+_PORTS = range(20000, 32000)
+_next_port = itertools.count(os.getpid())
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port for a test server, from a block of 2,000 per pytest-xdist worker (gw0-gw4,
+    else the last), so parallel workers never pick the same one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw5")
+    block = 2000 * (int(worker[2:]) % 6 if worker[2:].isdigit() else 5)
+    for _ in range(2000):
+        port = _PORTS[block + next(_next_port) % 2000]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_PORTS[block]}-{_PORTS[block] + 1999}")
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
