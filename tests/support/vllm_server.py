@@ -69,10 +69,10 @@ _next_port = itertools.count(os.getpid())
 
 
 def free_port() -> int:
-    """A free port for a test server, from a block of 2,000 per pytest-xdist worker (gw0-gw4,
-    else the last), so parallel workers never pick the same one."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw5")
-    block = 2000 * (int(worker[2:]) % 6 if worker[2:].isdigit() else 5)
+    """A free port for a test server, from a block of 2,000 of its own per pytest-xdist worker
+    (gw0-gw4; block 0 outside xdist), so parallel workers never pick the same one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    block = 2000 * (int(worker[2:]) % 5 + 1 if worker[2:].isdigit() else 0)
     for _ in range(2000):
         port = _PORTS[block + next(_next_port) % 2000]
         with socket.socket() as s:

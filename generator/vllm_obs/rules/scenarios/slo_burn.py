@@ -236,12 +236,13 @@ class _Burn:
             step, half = (1 if judge.long <= 60 else 5), judge.long // 2
             at = judge.long + judge.for_ + 2 * step
             for side, scale in (("above", 1.2), ("below", 0.8)):
-                events, when = self.floor * scale, at
-                early, late = (events * share / half for share in (0.8, 0.2))
+                events = self.floor * scale
                 if side == "above":  # past the rate's 5m and the tier's hold, on the steps
                     when = max(at, -(-(judge.long + 5 + judge.keep + 3 * step) // step) * step)
                     late = 0.3 * judge.min_bad / half
                     early = (events - late * (when - half)) / (half - (when - judge.long))
+                else:
+                    when, early, late = at, 0.8 * events / half, 0.2 * events / half
                 w = Windows(_uneven(early, early, late, late, half, when + 1, scraped_from=0), step, step)
                 case = Case(
                     f"{self.name}: every {self.slo.events[:-1]} misses, {side} {self.slo.floor} over "
