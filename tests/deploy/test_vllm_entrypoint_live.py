@@ -144,6 +144,18 @@ def _seconds(duration: str) -> float:
     return int(match[1]) * (60 if match[2] == "m" else 1)
 
 
+def _wait_pending(pid: int, signum: int, timeout: float = 30.0) -> None:
+    """Until the stopped process `pid` has `signum` pending (sent, not yet handled)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = (Path("/proc") / str(pid) / "status").read_text()
+        pending = int(re.search(r"^ShdPnd:\s*([0-9a-f]+)", status, re.M)[1], 16)
+        if pending & (1 << (signum - 1)):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"signal {signum} never reached process {pid}")
+
+
 def test_sigterm_drains_the_request_in_flight_and_vllm_exits_0(served: ComposeVllm) -> None:
     grace = _seconds(served.service["stop_grace_period"])
     drain = int(next(w.split("=", 1)[1] for w in served.argv if w.startswith("--shutdown-timeout=")))
@@ -151,7 +163,7 @@ def test_sigterm_drains_the_request_in_flight_and_vllm_exits_0(served: ComposeVl
     body = {
         "model": MODEL_NAME,
         "prompt": "hello",
-        "max_tokens": 400,
+        "max_tokens": 1000,
         "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -161,7 +173,8 @@ def test_sigterm_drains_the_request_in_flight_and_vllm_exits_0(served: ComposeVl
         data=json.dumps(body).encode(),
         headers={"content-type": "application/json", "authorization": f"Bearer {API_KEY}"},
     )
-    chunks, done, sent_at, finish, usage = 0, False, None, None, None
+    engine = served.engine_core_pid()
+    done, sent_at, finish, usage = False, None, None, None
     with urllib.request.urlopen(request, timeout=120) as response:
         for line in response:
             if not line.startswith(b"data: "):
@@ -172,13 +185,19 @@ def test_sigterm_drains_the_request_in_flight_and_vllm_exits_0(served: ComposeVl
             chunk = json.loads(line[6:])
             usage = chunk.get("usage") or usage
             if chunk["choices"]:
-                chunks += 1  # a chunk may carry several tokens when the client lags
                 finish = chunk["choices"][0]["finish_reason"] or finish
-            if sent_at is None and chunks == 5:
-                served.process.send_signal(signal.SIGTERM)  # the wrapper only, as Docker does
-                sent_at = time.monotonic()
+            if sent_at is None and chunk["choices"] and finish is None:
+                # The engine is paused while the SIGTERM travels to it, so however late this
+                # client reads, the request is still in flight when the engine learns of it.
+                os.kill(engine, signal.SIGSTOP)
+                try:
+                    served.process.send_signal(signal.SIGTERM)  # the wrapper only, as Docker does
+                    sent_at = time.monotonic()
+                    _wait_pending(engine, signal.SIGTERM)
+                finally:
+                    os.kill(engine, signal.SIGCONT)
     assert sent_at is not None and done and finish == "length"  # finished whole, not aborted
-    assert usage["completion_tokens"] == 400
+    assert usage["completion_tokens"] == 1000
     status = served.wait_exit(timeout=grace)
     elapsed = time.monotonic() - sent_at
     print(f"vLLM exited {status} {elapsed:.1f} s after SIGTERM (stop_grace_period {grace:g} s)")
