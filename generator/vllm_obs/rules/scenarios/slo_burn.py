@@ -44,6 +44,7 @@ def burn_cases(name: str) -> Builder:
         tiers = list(zip(BURN_TIERS, mine, strict=True))
         b = _Burn(inputs, target, tiers)
         cases = b.factor_cases() + b.one_window_cases() + b.floor_cases() + b.min_bad_cases()
+        cases += b.min_bad_past_floor_cases()
         cases += b.young_cases() + b.recovery_cases()
         if name == "ttft":
             cases += b.outage_cases() + [b.backlog_case()]
@@ -227,9 +228,9 @@ class _Burn:
         return cases
 
     def floor_cases(self) -> list[Case]:
-        """Each tier's traffic floor from both sides, a fifth away, every event a miss, on a Prometheus
-        as old as the case, most events early. Above: judged once the last half window (0.3x
-        slo.min_bad_events) has been all that a floor or minimum read over half the window sees."""
+        """Each tier's traffic floor from both sides, a fifth away, every event a miss, most early, on
+        a Prometheus as old as the case. Above: all in the judged window, judged once its last half
+        (0.3x slo.min_bad_events) is all that a floor or minimum read over half the window sees."""
         cases = []
         for tier, rule in self.tiers:
             judge = self.judge(tier, rule)
@@ -239,18 +240,22 @@ class _Burn:
                 events = self.floor * scale
                 if side == "above":  # past the rate's 5m and the tier's hold, on the steps
                     when = max(at, -(-(judge.long + 5 + judge.keep + 3 * step) // step) * step)
-                    late = 0.3 * judge.min_bad / half
-                    early = (events - late * (when - half)) / (half - (when - judge.long))
+                    start, late = when - judge.long, 0.3 * judge.min_bad / half
+                    early = (events - late * (when - half)) / (half - start)
+                    # None before the judged window, so no earlier window holds more than it does.
+                    phases = [(0, 0.0, 0.0), (start, early, early), (half, late, late)]
                 else:
                     when, early, late = at, 0.8 * events / half, 0.2 * events / half
-                w = Windows(_uneven(early, early, late, late, half, when + 1, scraped_from=0), step, step)
+                    phases = [(0, early, early), (half, late, late)]
+                rates = [next(r for m0, r, _ in reversed(phases) if m0 <= m) for m in range(when + 1)]
+                w = Windows(Traffic(tuple(rates), tuple(rates), scraped_from=0), step, step)
                 case = Case(
                     f"{self.name}: every {self.slo.events[:-1]} misses, {side} {self.slo.floor} over "
                     f"{tier.long} ({number(round(self.floor * scale))} {self.slo.events}, most early in it)",
                     every=f"{step}m",
                     interval=f"{step}m",
                 )
-                self.phased(case, [(0, early, early), (half, late, late)], when, step)
+                self.phased(case, phases, when, step)
                 self.scraped(case)
                 self.judged(case, w, tier, rule, [when])
                 cases.append(_cut(case, step))
@@ -288,6 +293,34 @@ class _Burn:
                 edge = self.boundary(w, tier, rule, step=step)[:1] if side == "above" else []
                 self.judged(case, w, tier, rule, edge + [at])
                 cases.append(_cut(case, step))
+        return cases
+
+    def min_bad_past_floor_cases(self) -> list[Case]:
+        """Where the floor's events at the burn rate hold more bad ones than the minimum but fewer than
+        1.5x it: steady misses on a quiet model just past its floor, on an old Prometheus, with a
+        tenth over the rate's share and under 1.5x the minimum, so a minimum read higher fails it."""
+        cases = []
+        for tier, rule in self.tiers:
+            judge = self.judge(tier, rule)
+            events = 1.05 * judge.floor
+            low, high = max(1.1 * judge.limit * events, 1.05 * judge.min_bad), 0.95 * 1.5 * judge.min_bad
+            if judge.floor * judge.limit < judge.min_bad or low >= high:
+                continue  # the minimum decides below the floor (min_bad_cases), or the floor implies it
+            step = 1 if judge.long <= 60 else 5
+            at, bad = judge.long + judge.for_ + 2 * step, math.sqrt(low * high)
+            per_min = events / judge.long
+            w = Windows(Traffic.parts(per_min, [(0, bad / judge.long)], at + 1, scraped_from=0), step, step)
+            assert not w.firing(at, replace(judge, min_bad=1.5 * judge.min_bad)), tier
+            case = Case(
+                f"{self.name}: a quiet model ({number(round(events))} {self.slo.events} over {tier.long}) "
+                f"with {number(round(bad, 2))} bad ones, fewer than 1.5x slo.min_bad_events",
+                every=f"{step}m",
+                interval=f"{step}m",
+            )
+            self.phased(case, [(0, per_min, bad / judge.long)], at, step)
+            self.scraped(case)
+            self.judged(case, w, tier, rule, [at])
+            cases.append(_cut(case, step))
         return cases
 
     def recovery_cases(self) -> list[Case]:
@@ -518,14 +551,11 @@ class _Burn:
         return cases
 
 
-def _uneven(
-    total: float, bad: float, later_total: float, later_bad: float, at: int, span: int, scraped_from: int | None = None
-) -> Traffic:
+def _uneven(total: float, bad: float, later_total: float, later_bad: float, at: int, span: int) -> Traffic:
     """Events and bad ones a minute, changing at minute `at`."""
     return Traffic(
         tuple(total if m < at else later_total for m in range(span)),
         tuple(bad if m < at else later_bad for m in range(span)),
-        scraped_from,
     )
 
 
