@@ -226,7 +226,55 @@ def kv_filling_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
     steady = Case("VllmKVCacheFillingUp stays silent while high usage holds steady")
     inputs.gauge(steady, sig, round((a.kv_predict_floor + 1) / 2, 6), span)
     steady.checks = [Check(span - 1, rule.name, [])]
-    return [fire, steady]
+    return [fire, steady, *_kv_young_rise(rule, inputs)]
+
+
+def _kv_young_rise(rule: Alert, inputs: Inputs) -> list[Case]:
+    """Steady usage over the floor for a whole window, then a rise: it fires once the prediction over
+    the whole window crosses full, later than over a shorter one. None where no rise tried shows it."""
+    a, sig = inputs.cfg.alerts, inputs.res["kv_cache_usage"]
+    window, horizon = minutes(a.kv_predict_window), seconds(a.kv_predict_horizon)
+    if window < 2:
+        return []  # half the window holds one sample a minute: no slope to read
+    tried = (_young_rise(a.kv_predict_floor, window, horizon, k, f) for k in (1, 2, 4) for f in (0.6, 1, 1.5, 2.5))
+    found = next(filter(None, tried), None)
+    if found is None:
+        return []  # a horizon far shorter than the window: the prediction is the usage itself
+    level, rise, crossing = found
+    span = crossing + minutes(rule.for_) + 2
+    case = Case(f"VllmKVCacheFillingUp waits for {a.kv_predict_window} of rise after steady usage at {level:g}")
+    text = f"{number(level)}+0x{window} {number(round(level + rise, 6))}+{number(rise)}x{span - window - 1}"
+    case.add(series_text(sig.name, inputs.labels(signal=sig)), text)
+    value = level + rise * (crossing + minutes(rule.for_) - window)
+    case.checks = boundary(rule.name, crossing, rule.for_, [Expect(rule, inputs.result(), value)])
+    return [case]
+
+
+def _young_rise(floor: float, window: int, horizon: float, tenths: int, pace: float) -> tuple[float, float, int] | None:
+    """(level, rise a minute, minute the whole window's prediction crosses full), or None: usage
+    `tenths` of the way from the floor to full, rising `pace` times as fast as fills it in the horizon."""
+    level = round(floor + (1 - floor) * tenths / 10, 4)
+    rise = round(pace * (1 - level) / (horizon / 60), 4)
+    values = [level] * (window + 1) + [level + rise * (k + 1) for k in range(8 * window)]
+    crossed = [m for m in range(window, len(values)) if _predicted(values, m, window, horizon) >= 1]
+    if not crossed or rise <= 0 or values[crossed[0]] >= 1:
+        return None
+    m = crossed[0]
+    # A half window crosses a minute sooner; 1e-4 is far past float noise between Go and Python.
+    early = _predicted(values, m - 1, window / 2, horizon) > 1.0001
+    clear = _predicted(values, m - 1, window, horizon) < 0.9999 and _predicted(values, m, window, horizon) > 1.0001
+    return (level, rise, m) if early and clear else None
+
+
+def _predicted(values: list[float], m: int, window: float, horizon: float) -> float:
+    """predict_linear(x[window], horizon) at minute m, x sampled each minute (least squares)."""
+    points = [(k - m) * 60.0 for k in range(len(values)) if m - window <= k <= m]
+    ys = [values[m + round(t / 60)] for t in points]
+    mean_t, mean_y = sum(points) / len(points), sum(ys) / len(ys)
+    slope = sum((t - mean_t) * (y - mean_y) for t, y in zip(points, ys, strict=True)) / sum(
+        (t - mean_t) ** 2 for t in points
+    )
+    return mean_y - slope * mean_t + slope * horizon
 
 
 def preemptions_cases(rules: list[Alert], inputs: Inputs) -> list[Case]:
