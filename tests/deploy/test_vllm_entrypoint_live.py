@@ -149,8 +149,8 @@ def _wait_pending(pid: int, signum: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = (Path("/proc") / str(pid) / "status").read_text()
-        pending = int(re.search(r"^ShdPnd:\s*([0-9a-f]+)", status, re.M)[1], 16)
-        if pending & (1 << (signum - 1)):
+        masks = re.findall(r"^(?:ShdPnd|SigPnd):\s*([0-9a-f]+)", status, re.M)  # the process's, its thread's
+        if any(int(mask, 16) & (1 << (signum - 1)) for mask in masks):
             return
         time.sleep(0.05)
     raise AssertionError(f"signal {signum} never reached process {pid}")
