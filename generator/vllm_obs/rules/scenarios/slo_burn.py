@@ -247,8 +247,7 @@ class _Burn:
                 else:
                     when, early, late = at, 0.8 * events / half, 0.2 * events / half
                     phases = [(0, early, early), (half, late, late)]
-                rates = [next(r for m0, r, _ in reversed(phases) if m0 <= m) for m in range(when + 1)]
-                w = Windows(Traffic(tuple(rates), tuple(rates), scraped_from=0), step, step)
+                w = Windows(_phases(phases, when + 1, scraped_from=0), step, step)
                 case = Case(
                     f"{self.name}: every {self.slo.events[:-1]} misses, {side} {self.slo.floor} over "
                     f"{tier.long} ({number(round(self.floor * scale))} {self.slo.events}, most early in it)",
@@ -277,7 +276,7 @@ class _Burn:
             per_min = events / judge.long
             for side, scale, first in (("above", 1.2, 0.6), ("below", 0.8, 0.3)):
                 early, late = (judge.min_bad * scale * share / half for share in (first, 1 - first))
-                w = Windows(_uneven(per_min, early, per_min, late, half, at + 1), step, step)
+                w = Windows(_phases([(0, per_min, early), (half, per_min, late)], at + 1), step, step)
                 # The minimum alone decides: a third lower, or half higher, and the tier flips.
                 assert w.firing(
                     at, replace(judge, min_bad=judge.min_bad * (1.5 if side == "above" else 0.67))
@@ -551,12 +550,10 @@ class _Burn:
         return cases
 
 
-def _uneven(total: float, bad: float, later_total: float, later_bad: float, at: int, span: int) -> Traffic:
-    """Events and bad ones a minute, changing at minute `at`."""
-    return Traffic(
-        tuple(total if m < at else later_total for m in range(span)),
-        tuple(bad if m < at else later_bad for m in range(span)),
-    )
+def _phases(phases: list[tuple[int, float, float]], span: int, scraped_from: int | None = None) -> Traffic:
+    """Events and bad ones a minute from each (minute, events, bad) of `phases` on, as `phased` writes them."""
+    now = [next(p for p in reversed(phases) if p[0] <= m) for m in range(span)]
+    return Traffic(tuple(p[1] for p in now), tuple(p[2] for p in now), scraped_from)
 
 
 def percent_of(inputs: Inputs) -> str:
