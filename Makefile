@@ -37,10 +37,9 @@ secrets:
 check: venv
 	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" -n 2 -q
 
-## What CI runs: everything but the `matrix` tests on four workers (they fill the time others
-## wait on real servers: 1.8 of 2 cores busy), then the drills alone (they time alerts on real
-## servers), collected from tests/drills only. Both halves always run; the target fails if either does. DEVELOPERS.md
-## lists what each tier holds, docs/testing.md why it takes the time it does.
+## What CI runs: all but the `matrix` tests on four workers, then the drills alone (they time
+## alerts on real servers). Both halves always run; the target fails if either does.
+## DEVELOPERS.md lists what each tier holds, docs/testing.md why it takes the time it does.
 test: venv system-deps vllm-venv locust-venv
 	@status=0; \
 	$(BIN)/python -m pytest -m "$(TEST_MARKERS)" -n 4 --dist worksteal --durations=15 || status=1; \
