@@ -205,12 +205,13 @@ def time_panels(
     budget_s: float,
     log=print,
     raw: bool = True,
+    until: float | None = None,
 ) -> list[dict]:
-    """query_range of every panel query over the last `range_s`, recorded and raw (`raw` False: recorded
-    only), `repeats` times back to back; each repeat first waits (`max_wait_s`, `budget_s` in all) for
-    the CPU to be quiet (< `quiet_cores`). Medians over the quiet repeats, else over all, flagged."""
+    """query_range of every panel query over the `range_s` before `until` (now), recorded and raw (`raw`
+    False: recorded only), `repeats` times back to back; each repeat first waits (`max_wait_s`, `budget_s`
+    in all) for quiet CPU (< `quiet_cores`). Medians over the quiet repeats, else over all, flagged."""
     budget_ends = time.monotonic() + budget_s
-    end = math.floor(time.time() / step_s) * step_s  # Grafana aligns the range to the step
+    end = math.floor((until or time.time()) / step_s) * step_s  # Grafana aligns the range to the step
     start = end - range_s
     rows = []
     for q in queries:

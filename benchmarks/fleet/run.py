@@ -446,11 +446,11 @@ def run_main(
             save(out, result)
 
 
-def vllm_queries(prom: Prometheus, args, ours: list) -> tuple[list, list[dict]]:
+def vllm_queries(prom: Prometheus, args, ours: list, end: float | None = None) -> tuple[list, list[dict]]:
     """vLLM's panel queries as they open on this fleet (their All is every value Prometheus holds
-    over the range, unless --vllm-all wildcard), and which queries of either side read a metric
-    the fleet does not expose."""
-    end = time.time()
+    over the range before `end`, now, unless --vllm-all wildcard), and which queries of either side
+    read a metric the fleet does not expose."""
+    end = end or time.time()
 
     def values(match: str, label: str) -> list[str]:
         return prom.label_values(label, match, end - args.range_, end)

@@ -25,7 +25,7 @@ from benchmarks.fleet.panels import inline, panel_queries, recording_rules
 from benchmarks.fleet.prometheus import Prometheus, write_config
 from benchmarks.fleet.simulator import Fleet
 
-from tests.support.simulated_fleet import simulated_fleet
+from tests.support.simulated_fleet import fleet_bundle, simulated_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -180,35 +180,10 @@ def test_template_refuses_an_unparseable_line():
 # Query rewriting --------------------------------------------------------------------------
 
 
-def generate(tmp_path: Path, port: int, interval: str = "15s") -> Path:
-    config = tmp_path / "vllm-obs.yml"
-    config.write_text(
-        "prometheus:\n  vllm_job: vllm\n"
-        f"  vllm_targets: ['127.0.0.1:{port}']\n  log_exporters: []\n  alertmanagers: []\n"
-        f"  scrape_interval: {interval}\n  scrape_timeout: {interval}\n  evaluation_interval: {interval}\n"
-    )
-    bundle = tmp_path / "bundle"
-    subprocess.run(
-        [
-            str(REPO / ".venv" / "bin" / "vllm-obs"),
-            "generate",
-            "--vllm-version",
-            "0.32.0",
-            "--config",
-            str(config),
-            "--out",
-            str(bundle),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return bundle
-
-
 def test_inlining_replaces_every_recording_rule_and_keeps_the_panel_matchers(tmp_path):
     import promql_parser
 
-    bundle = generate(tmp_path, 9)
+    bundle = fleet_bundle(tmp_path, 9)
     rules = recording_rules(sorted((bundle / "alerts").glob("*.rules.yml")))
     queries = panel_queries(
         bundle / "dashboards", rules, "1m", "3600s", "15s", first={"$instance": "vllm-0:8000"}
@@ -250,7 +225,7 @@ def test_simulated_fleet_in_a_real_prometheus(tmp_path):
             assert b"vllm:kv_cache_usage_perc" in gzip.decompress(page.read())
         engines = json.loads(manifest.read_text())["engines"]
 
-        bundle = generate(tmp_path, port, interval="1s")
+        bundle = fleet_bundle(tmp_path, port, interval="1s")
         rule_files = sorted((bundle / "alerts").glob("*.rules.yml"))
         config = write_config(
             tmp_path / "prometheus.yml", bundle / "prometheus" / "prometheus.yml", targets, rule_files
@@ -303,7 +278,7 @@ def _every_group_evaluated_since(prom: Prometheus, since: float) -> bool:
 
 @pytest.mark.prometheus
 def test_variants_keep_every_name_alerts_and_dashboards_read(tmp_path):
-    bundle = generate(tmp_path, 9)
+    bundle = fleet_bundle(tmp_path, 9)
     rule_files = sorted((bundle / "alerts").glob("*.rules.yml"))
     current = set(recording_rules(rule_files))
     readers = variants.dashboard_exprs(bundle / "dashboards") + [
@@ -327,7 +302,7 @@ def test_slo_windows_from_5m_rates_answer_like_rate_over_the_window(tmp_path):
     history holds the recorded rates, not the edges: those are computed from the rates here."""
     from benchmarks.fleet.backfill import SIGNALS, slo_rule_files, write_openmetrics
 
-    bundle = generate(tmp_path, 9)
+    bundle = fleet_bundle(tmp_path, 9)
     end = time.time() - 60
     history = tmp_path / "history.om"
     write_openmetrics(history, engines=12, days=0.25, end=end)

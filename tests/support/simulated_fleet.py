@@ -29,3 +29,29 @@ def simulated_fleet(tmp_path: Path, engines: int = 12) -> Iterator[tuple[int, Pa
         simulator.terminate()
         simulator.wait(timeout=10)
         simulator.stdout.close()
+
+
+def fleet_bundle(tmp_path: Path, port: int, interval: str = "15s") -> Path:
+    """The bundle for vLLM 0.32.0 (the simulator's release) scraping the fleet at `port` every `interval`."""
+    config = tmp_path / "vllm-obs.yml"
+    config.write_text(
+        "prometheus:\n  vllm_job: vllm\n"
+        f"  vllm_targets: ['127.0.0.1:{port}']\n  log_exporters: []\n  alertmanagers: []\n"
+        f"  scrape_interval: {interval}\n  scrape_timeout: {interval}\n  evaluation_interval: {interval}\n"
+    )
+    bundle = tmp_path / "bundle"
+    subprocess.run(
+        [
+            str(REPO / ".venv" / "bin" / "vllm-obs"),
+            "generate",
+            "--vllm-version",
+            "0.32.0",
+            "--config",
+            str(config),
+            "--out",
+            str(bundle),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return bundle
