@@ -16,9 +16,10 @@ import yaml
 
 from . import measure, report
 from .machine import CpuMeter, loadavg
+from .panels import recording_rules
 from .prometheus import Prometheus
-from .panels import panel_queries, recording_rules
-from .run import REPO, SCRAPE_INTERVAL_S, _in, first_instance, log, save, vllm_dashboards, vllm_queries
+from .run import REPO, SCRAPE_INTERVAL_S, _in, bundle_queries, log, save, vllm_dashboards, vllm_queries
+from .run import vllm_summary
 
 
 def fleet_end(results: dict) -> float:
@@ -32,14 +33,7 @@ def retime(run: Path, args) -> dict:
     bundle = run / "bundle"
     rules = recording_rules(sorted((bundle / "alerts").glob("*.rules.yml")))
     range_s, step_s, end = results["range_s"], results["step_s"], fleet_end(results)
-    ours = panel_queries(
-        bundle / "dashboards",
-        rules,
-        f"{4 * SCRAPE_INTERVAL_S}s",
-        f"{int(range_s)}s",
-        f"{int(step_s)}s",
-        first={"$instance": first_instance(run / "targets.json")},
-    )
+    ours = bundle_queries(bundle, rules, range_s, step_s, run / "targets.json")
     workdir = run / "prometheus"
     config = workdir / "retime.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": f"{SCRAPE_INTERVAL_S}s"}}))
@@ -68,14 +62,7 @@ def retime(run: Path, args) -> dict:
             "busy_cores": busy,
             "ours_cores": ours_cores,
         },
-        "vllm": {
-            "dir": str(args.vllm_dashboards),
-            "all": args.vllm_all,
-            "queries": len(theirs),
-            "skipped": [s for s in skipped if s["source"] == "vllm"],
-            "bundle_skipped": [s for s in skipped if s["source"] == "bundle"],
-            "panels": [r for r in rows if r["source"] == "vllm"],
-        },
+        "vllm": {**vllm_summary(args, theirs, skipped), "panels": [r for r in rows if r["source"] == "vllm"]},
         "panels": [r for r in rows if r["source"] == "bundle"],
         "comparison": measure.comparison(rows, skipped),
     }

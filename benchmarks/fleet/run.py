@@ -348,14 +348,7 @@ def run_main(
         workdir / "prometheus.yml", bundle / "prometheus" / "prometheus.yml", out / "targets.json", rule_files
     )
     rules = recording_rules(rule_files)
-    queries = panel_queries(
-        bundle / "dashboards",
-        rules,
-        f"{4 * SCRAPE_INTERVAL_S}s",
-        f"{int(args.range_)}s",
-        f"{int(args.step)}s",
-        first={"$instance": first_instance(out / "targets.json")},
-    )
+    queries = bundle_queries(bundle, rules, args.range_, args.step, out / "targets.json")
     timeline: list[measure.Sample] = []
     evaluations = measure.Evaluations()
     with Prometheus(config, workdir) as prom:
@@ -400,13 +393,7 @@ def run_main(
                 f"vLLM's dashboards: {len(theirs)} panel queries, {sum(s['source'] == 'vllm' for s in skipped)} of them read "
                 f"metrics this fleet does not expose (not timed); timed interleaved with the bundle's"
             )
-            result["vllm"] = {
-                "dir": str(args.vllm_dashboards),
-                "all": args.vllm_all,
-                "queries": len(theirs),
-                "skipped": [s for s in skipped if s["source"] == "vllm"],
-                "bundle_skipped": [s for s in skipped if s["source"] == "bundle"],
-            }
+            result["vllm"] = vllm_summary(args, theirs, skipped)
         load_before = loadavg()
         phase = CpuMeter((prom.process.pid, simulator.pid))
         phase_started = time.monotonic()
@@ -444,6 +431,29 @@ def run_main(
                 out, name, bundle, rule_files, prom, config, meter, args, queries
             )
             save(out, result)
+
+
+def bundle_queries(bundle: Path, rules: dict, range_s: float, step_s: float, targets: Path) -> list:
+    """The bundle's panel queries as its dashboards open over `range_s` (one replica's on the first)."""
+    return panel_queries(
+        bundle / "dashboards",
+        rules,
+        f"{4 * SCRAPE_INTERVAL_S}s",
+        f"{int(range_s)}s",
+        f"{int(step_s)}s",
+        first={"$instance": first_instance(targets)},
+    )
+
+
+def vllm_summary(args, theirs: list, skipped: list[dict]) -> dict:
+    """What results.json says of vLLM's dashboards: where from, their All, the queries set apart."""
+    return {
+        "dir": str(args.vllm_dashboards),
+        "all": args.vllm_all,
+        "queries": len(theirs),
+        "skipped": [s for s in skipped if s["source"] == "vllm"],
+        "bundle_skipped": [s for s in skipped if s["source"] == "bundle"],
+    }
 
 
 def vllm_queries(prom: Prometheus, args, ours: list, end: float | None = None) -> tuple[list, list[dict]]:
